@@ -1,0 +1,141 @@
+import Fastify from 'fastify';
+import cookie from '@fastify/cookie';
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { AppConfig } from './config.js';
+import type { AppContext } from './context.js';
+import { openDatabase, type Database } from './db/client.js';
+import { registerErrorHandling } from './http/errors.plugin.js';
+import { registerMetrics } from './http/metrics.plugin.js';
+import type { App } from './http/types.js';
+import { healthRoutes } from './modules/health/health.routes.js';
+import { identityRoutes } from './modules/identity/identity.routes.js';
+import { TokenService } from './modules/identity/tokens.js';
+import { tenancyRoutes } from './modules/tenancy/tenancy.routes.js';
+import { ensureBootstrapAdmin } from './modules/tenancy/bootstrap.js';
+import { systemClock, type Clock } from './shared/clock.js';
+import { AppError } from './shared/errors.js';
+import { newId } from './shared/ids.js';
+import { ErrorBodySchema } from './shared/schemas.js';
+
+export interface BuildAppOptions {
+  config: AppConfig;
+  /** An already open database (tests); otherwise one is opened from the config and closed with the app. */
+  database?: Database;
+  clock?: Clock;
+  /** Skip migrations (the caller already ran them). */
+  skipMigrations?: boolean;
+}
+
+export type { App };
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+/**
+ * Bodies are validated strictly (a string where a number belongs is a 400, per the contract); query
+ * strings and path parameters arrive as text, so there scalar types are coerced.
+ */
+function validatorCompilers() {
+  const base = { allErrors: false, useDefaults: true, removeAdditional: true, strict: false } as const;
+  const body = addFormats(new Ajv({ ...base, coerceTypes: false }));
+  const other = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
+  for (const ajv of [body, other]) ajv.addSchema(ErrorBodySchema);
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }) => (httpPart === 'body' ? body : other).compile(schema);
+}
+
+export async function buildApp(options: BuildAppOptions): Promise<App> {
+  const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const ownsDatabase = !options.database;
+  const database =
+    options.database ?? (await openDatabase({ databaseUrl: config.databaseUrl, pgliteDataDir: config.databaseUrl ? undefined : `${config.dataDir}/pgdata` }));
+  if (!options.skipMigrations) await database.migrate();
+
+  const app = Fastify({
+    logger: {
+      level: config.logLevel,
+      redact: ['req.headers.authorization', 'req.headers["x-access-token"]', 'req.headers.cookie'],
+    },
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : newId();
+    },
+    trustProxy: config.trustProxy,
+    bodyLimit: 2 * 1024 * 1024,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
+
+  app.setValidatorCompiler(validatorCompilers());
+  app.addSchema(ErrorBodySchema);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  const ctx: AppContext = {
+    config,
+    database,
+    db: database.db,
+    clock,
+    tokens: new TokenService(config.jwtSecret, config.accessTokenTtlSeconds, config.refreshTokenTtlSeconds),
+    log: app.log,
+  };
+  app.decorate('ctx', ctx);
+  app.decorateRequest('auth', null);
+
+  registerErrorHandling(app);
+  await app.register(cookie);
+  await app.register(rateLimit, {
+    global: false,
+    hook: 'preHandler',
+    errorResponseBuilder: (_request, context) => new AppError(429, 'RATE_LIMITED', `Too many requests, retry in ${context.after}`, [], { 'retry-after': String(Math.max(1, Math.ceil(context.ttl / 1000))) }),
+  });
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Twin Assistant API',
+        version: '0.1.0',
+        description:
+          'Multi-tenant AI assistant platform. Every failure answers `{success:false, message, error:{code, details}}`. ' +
+          'Authenticated routes accept the access token as `Authorization: Bearer <t>` or `x-access-token: <t>`.',
+      },
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+          accessToken: { type: 'apiKey', in: 'header', name: 'x-access-token' },
+        },
+      },
+      tags: [
+        { name: 'auth', description: 'Login, tokens, sessions' },
+        { name: 'user', description: 'The current user' },
+        { name: 'admin', description: 'Administration of accounts, institutions, users and memberships' },
+        { name: 'ops', description: 'Health and readiness' },
+      ],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  registerMetrics(app);
+  await healthRoutes(app, ctx);
+  await identityRoutes(app, ctx);
+  await tenancyRoutes(app, ctx);
+
+  await ensureBootstrapAdmin(ctx);
+
+  app.addHook('onClose', async () => {
+    if (ownsDatabase) await database.close();
+  });
+  return app;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    ctx: AppContext;
+  }
+}

@@ -1,0 +1,226 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { EmbeddingsConfig } from './providers/embeddings/types.js';
+import type { LlmConfig } from './providers/llm/types.js';
+
+export type NodeEnv = 'development' | 'production' | 'test';
+
+export interface AppConfig {
+  nodeEnv: NodeEnv;
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl?: string;
+  redisUrl?: string;
+  logLevel: string;
+  trustProxy: boolean;
+  jwtSecret: string;
+  encryptionKey: string;
+  accessTokenTtlSeconds: number;
+  refreshTokenTtlSeconds: number;
+  bootstrapAdminEmail?: string;
+  bootstrapAdminPassword?: string;
+  smtpUrl?: string;
+  mailFrom: string;
+  serviceName: string;
+  cookieSecure: boolean;
+  loginRateLimitPerIp: number;
+  loginRateLimitPerEmail: number;
+  loginRateLimitWindowSeconds: number;
+  mfaChallengesPerWindow: number;
+  searchRateLimitPerMinute: number;
+  uploadMaxBytes: number;
+  ssoTestAllowPrivate: boolean;
+  cloudRevokeUrls: Record<string, string>;
+  /** Ingestion workers in this process; 0 disables background ingestion on this node. */
+  ingestWorkers: number;
+  llm: LlmConfig;
+  embeddings: EmbeddingsConfig;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Public revoke endpoints of the cloud providers we know; CLOUD_REVOKE_URLS overrides or extends them. */
+const DEFAULT_CLOUD_REVOKE_URLS: Record<string, string> = {
+  google: 'https://oauth2.googleapis.com/revoke',
+  microsoft: 'https://login.microsoftonline.com/common/oauth2/v2.0/logout',
+  dropbox: 'https://api.dropboxapi.com/2/auth/token/revoke',
+};
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * Reads and validates the environment. Every problem is collected so that one start tells the
+ * operator everything that is wrong. In development and test, missing secrets are generated once and
+ * kept in DATA_DIR/secrets.json so that tokens survive restarts; production demands them.
+ */
+export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig> = {}): AppConfig {
+  const problems: string[] = [];
+  const str = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const int = (name: string, def: number, min: number, max: number): number => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
+      return def;
+    }
+    return n;
+  };
+  const bool = (name: string, def: boolean): boolean => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    if (/^(1|true|yes|on)$/i.test(raw)) return true;
+    if (/^(0|false|no|off)$/i.test(raw)) return false;
+    problems.push(`${name} must be true or false (got "${raw}")`);
+    return def;
+  };
+  const oneOf = <T extends string>(name: string, allowed: readonly T[], def: T): T => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    if (!(allowed as readonly string[]).includes(raw)) {
+      problems.push(`${name} must be one of ${allowed.join(', ')} (got "${raw}")`);
+      return def;
+    }
+    return raw as T;
+  };
+  const url = (name: string): string | undefined => {
+    const raw = str(name);
+    if (raw === undefined) return undefined;
+    try {
+      new URL(raw);
+      return raw;
+    } catch {
+      problems.push(`${name} must be a URL (got "${raw}")`);
+      return undefined;
+    }
+  };
+
+  const nodeEnv = oneOf<NodeEnv>('NODE_ENV', ['development', 'production', 'test'], 'development');
+  const production = nodeEnv === 'production';
+  const dataDir = resolve(str('DATA_DIR') ?? './data');
+
+  let cloudRevokeUrls = { ...DEFAULT_CLOUD_REVOKE_URLS };
+  const cloudRaw = str('CLOUD_REVOKE_URLS');
+  if (cloudRaw) {
+    try {
+      const parsed = JSON.parse(cloudRaw) as unknown;
+      if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
+      for (const [k, v] of Object.entries(parsed)) {
+        if (typeof v !== 'string') throw new Error(`value of ${k} is not a string`);
+        new URL(v);
+      }
+      cloudRevokeUrls = { ...cloudRevokeUrls, ...(parsed as Record<string, string>) };
+    } catch (err) {
+      problems.push(`CLOUD_REVOKE_URLS must be a JSON object {provider: url} (${(err as Error).message})`);
+    }
+  }
+
+  const llmProvider = oneOf('LLM_PROVIDER', ['local', 'openai-compatible'] as const, 'local');
+  const llm: LlmConfig = {
+    provider: llmProvider,
+    baseUrl: url('LLM_BASE_URL'),
+    apiKey: str('LLM_API_KEY'),
+    model: str('LLM_MODEL'),
+    timeoutMs: int('LLM_TIMEOUT_MS', 60_000, 100, 600_000),
+    maxRetries: int('LLM_MAX_RETRIES', 2, 0, 10),
+  };
+  if (llm.provider === 'openai-compatible' && !llm.baseUrl) problems.push('LLM_BASE_URL is required when LLM_PROVIDER=openai-compatible');
+  if (llm.provider === 'openai-compatible' && !llm.model) problems.push('LLM_MODEL is required when LLM_PROVIDER=openai-compatible');
+
+  const embeddings: EmbeddingsConfig = {
+    provider: oneOf('EMBEDDINGS_PROVIDER', ['local', 'openai-compatible'] as const, 'local'),
+    baseUrl: url('EMBEDDINGS_BASE_URL'),
+    apiKey: str('EMBEDDINGS_API_KEY'),
+    model: str('EMBEDDINGS_MODEL'),
+    dimensions: int('EMBEDDINGS_DIMENSIONS', 384, 8, 4000),
+    batchSize: int('EMBEDDINGS_BATCH_SIZE', 64, 1, 2048),
+    timeoutMs: int('EMBEDDINGS_TIMEOUT_MS', 60_000, 100, 600_000),
+    maxRetries: int('EMBEDDINGS_MAX_RETRIES', 2, 0, 10),
+  };
+  if (embeddings.provider === 'openai-compatible') {
+    if (!embeddings.baseUrl) problems.push('EMBEDDINGS_BASE_URL is required when EMBEDDINGS_PROVIDER=openai-compatible');
+    if (!embeddings.model) problems.push('EMBEDDINGS_MODEL is required when EMBEDDINGS_PROVIDER=openai-compatible');
+  }
+
+  const smtpUrl = url('SMTP_URL');
+  const bootstrapAdminEmail = str('BOOTSTRAP_ADMIN_EMAIL');
+  const bootstrapAdminPassword = str('BOOTSTRAP_ADMIN_PASSWORD');
+  if (Boolean(bootstrapAdminEmail) !== Boolean(bootstrapAdminPassword)) {
+    problems.push('BOOTSTRAP_ADMIN_EMAIL and BOOTSTRAP_ADMIN_PASSWORD must be set together');
+  }
+  if (bootstrapAdminPassword && bootstrapAdminPassword.length < 8) problems.push('BOOTSTRAP_ADMIN_PASSWORD must have at least 8 characters');
+
+  let jwtSecret = str('JWT_SECRET');
+  let encryptionKey = str('ENCRYPTION_KEY');
+  if (production) {
+    if (!jwtSecret) problems.push('JWT_SECRET is required when NODE_ENV=production');
+    if (!encryptionKey) problems.push('ENCRYPTION_KEY is required when NODE_ENV=production');
+  }
+  if (jwtSecret && jwtSecret.length < 32) problems.push('JWT_SECRET must have at least 32 characters');
+  if (encryptionKey && encryptionKey.length < 32) problems.push('ENCRYPTION_KEY must have at least 32 characters');
+
+  const config: AppConfig = {
+    nodeEnv,
+    port: int('PORT', 3000, 0, 65535),
+    host: str('HOST') ?? '0.0.0.0',
+    dataDir,
+    databaseUrl: url('DATABASE_URL'),
+    redisUrl: url('REDIS_URL'),
+    logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, nodeEnv === 'test' ? 'silent' : 'info'),
+    trustProxy: bool('TRUST_PROXY', false),
+    jwtSecret: jwtSecret ?? '',
+    encryptionKey: encryptionKey ?? '',
+    accessTokenTtlSeconds: int('ACCESS_TOKEN_TTL_SECONDS', 900, 30, 86_400),
+    refreshTokenTtlSeconds: int('REFRESH_TOKEN_TTL_SECONDS', 30 * 86_400, 300, 365 * 86_400),
+    bootstrapAdminEmail,
+    bootstrapAdminPassword,
+    smtpUrl,
+    mailFrom: str('MAIL_FROM') ?? 'Twin Assistant <no-reply@localhost>',
+    serviceName: str('SERVICE_NAME') ?? 'Twin Assistant',
+    cookieSecure: bool('COOKIE_SECURE', production),
+    loginRateLimitPerIp: int('LOGIN_RATE_LIMIT_PER_IP', 30, 1, 100_000),
+    loginRateLimitPerEmail: int('LOGIN_RATE_LIMIT_PER_EMAIL', 10, 1, 100_000),
+    loginRateLimitWindowSeconds: int('LOGIN_RATE_LIMIT_WINDOW_SECONDS', 900, 1, 86_400),
+    mfaChallengesPerWindow: int('MFA_CHALLENGES_PER_15_MIN', 5, 1, 1000),
+    searchRateLimitPerMinute: int('SEARCH_RATE_LIMIT_PER_MINUTE', 20, 1, 100_000),
+    uploadMaxBytes: int('UPLOAD_MAX_BYTES', 26_214_400, 1, 2 ** 31 - 1),
+    ssoTestAllowPrivate: bool('SSO_TEST_ALLOW_PRIVATE', false),
+    cloudRevokeUrls,
+    ingestWorkers: int('INGEST_WORKERS', 1, 0, 16),
+    llm,
+    embeddings,
+    ...overrides,
+  };
+
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  if (!config.jwtSecret || !config.encryptionKey) {
+    const secrets = loadOrCreateDevSecrets(config.dataDir);
+    config.jwtSecret ||= secrets.jwtSecret;
+    config.encryptionKey ||= secrets.encryptionKey;
+  }
+  return config;
+}
+
+/** Development secrets live next to the data they protect, so a restart keeps sessions valid. */
+function loadOrCreateDevSecrets(dataDir: string): { jwtSecret: string; encryptionKey: string } {
+  mkdirSync(dataDir, { recursive: true });
+  const file = join(dataDir, 'secrets.json');
+  if (existsSync(file)) {
+    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret?: string; encryptionKey?: string };
+    if (parsed.jwtSecret && parsed.encryptionKey) return { jwtSecret: parsed.jwtSecret, encryptionKey: parsed.encryptionKey };
+  }
+  const secrets = { jwtSecret: randomBytes(48).toString('base64url'), encryptionKey: randomBytes(32).toString('base64url') };
+  writeFileSync(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  return secrets;
+}

@@ -1,0 +1,337 @@
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  boolean,
+  customType,
+  index,
+  integer,
+  jsonb,
+  numeric,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+  vector,
+} from 'drizzle-orm/pg-core';
+
+/** Dimension of the chunk embedding column; the re-embed CLI alters it when the embedder changes. */
+export const DEFAULT_EMBEDDING_DIMENSIONS = 384;
+
+const tsvector = customType<{ data: string }>({ dataType: () => 'tsvector' });
+
+const id = () => text('id').primaryKey();
+const created = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
+const updated = () => timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
+/** Credits are exact decimals: they change only by atomic SQL arithmetic. */
+const credits = (name: string) => numeric(name, { precision: 20, scale: 4, mode: 'number' }).notNull().default(0);
+const strings = (name: string) => text(name).array().notNull().default(sql`'{}'::text[]`);
+
+// ───────────────────────────── tenancy ─────────────────────────────
+
+export const accounts = pgTable(
+  'accounts',
+  {
+    id: id(),
+    name: text('name').notNull(),
+    managerEmail: text('manager_email'),
+    status: text('status').notNull().default('active'),
+    lastActivityAt: ts('last_activity_at'),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [index('accounts_name_trgm').using('gin', sql`lower(${t.name}) gin_trgm_ops`)],
+);
+
+export const institutions = pgTable(
+  'institutions',
+  {
+    id: id(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    publicId: uuid('public_id').notNull().unique(),
+    name: text('name').notNull(),
+    ainame: text('ainame').notNull(),
+    about: text('about').notNull().default(''),
+    picture: text('picture').notNull().default(''),
+    pictureBg: text('picture_bg').notNull().default(''),
+    pictureDarkBg: text('picture_dark_bg').notNull().default(''),
+    pictureAnimated: text('picture_animated').notNull().default(''),
+    voiceAgentId: text('voice_agent_id').notNull().default(''),
+    credits: credits('credits'),
+    creditsUsed: credits('credits_used'),
+    creditAward: credits('credit_award'),
+    maxCompletionTokens: integer('max_completion_tokens').notNull().default(1024),
+    maxFiles: integer('max_files').notNull().default(1000),
+    status: text('status').notNull().default('active'),
+    allowJoining: text('allow_joining').notNull().default('none'),
+    questionType: text('question_type').notNull().default('default'),
+    rtVoice: text('rt_voice').notNull().default(''),
+    joiningAdminOnly: boolean('joining_admin_only').notNull().default(false),
+    poolCredits: boolean('pool_credits').notNull().default(true),
+    disableFileUploadForUser: boolean('disable_file_upload_for_user').notNull().default(false),
+    personalisationAsked: boolean('personalisation_asked').notNull().default(false),
+    locationEnabled: boolean('location_enabled').notNull().default(false),
+    rtEnabled: boolean('rt_enabled').notNull().default(false),
+    rtAdminOnly: boolean('rt_admin_only').notNull().default(false),
+    displayAgentDetails: boolean('display_agent_details').notNull().default(false),
+    disableAssistantsForUser: boolean('disable_assistants_for_user').notNull().default(false),
+    publicAuthorizedUrls: strings('public_authorized_urls'),
+    invoicesUrls: strings('invoices_urls'),
+    toolsDisabled: strings('tools_disabled'),
+    ltiContextIds: strings('lti_context_ids'),
+    assistantsDisabled: strings('assistants_disabled'),
+    contactEmail: text('contact_email').notNull().default(''),
+    /** Per-institution model overrides (summary model for sanitize, conversation model). */
+    summaryModel: text('summary_model'),
+    conversationModel: text('conversation_model'),
+    /** Third-party cloud tokens, encrypted at rest: {cloudprovider: {provider, accessToken(enc), ...}}. */
+    cloudServices: jsonb('cloud_services').$type<Record<string, unknown>>().notNull().default({}),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [index('institutions_account_idx').on(t.accountId), index('institutions_lti_idx').using('gin', t.ltiContextIds)],
+);
+
+export const users = pgTable(
+  'users',
+  {
+    id: id(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    email: text('email').notNull(),
+    passwordHash: text('password_hash').notNull(),
+    fname: text('fname').notNull().default(''),
+    lname: text('lname').notNull().default(''),
+    location: text('location').notNull().default(''),
+    timezone: text('timezone').notNull().default('UTC'),
+    /** Global or account-level role: superadmin | accountadmin | user. Institution roles live on memberships. */
+    role: text('role').notNull().default('user'),
+    status: text('status').notNull().default('active'),
+    credits: credits('credits'),
+    creditsUsed: credits('credits_used'),
+    /** MFA state machine: off → pending (enabled, not verified) → enrolled. */
+    mfaState: text('mfa_state').notNull().default('off'),
+    currentInstitutionId: text('current_institution_id').references(() => institutions.id, { onDelete: 'set null' }),
+    lastLoginAt: ts('last_login_at'),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [uniqueIndex('users_email_lower_uq').on(sql`lower(${t.email})`), index('users_account_idx').on(t.accountId)],
+);
+
+export const memberships = pgTable(
+  'memberships',
+  {
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    institutionId: text('institution_id')
+      .notNull()
+      .references(() => institutions.id, { onDelete: 'cascade' }),
+    /** Institution role: admin | user. */
+    role: text('role').notNull().default('user'),
+    createdAt: created(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.institutionId] }), index('memberships_institution_idx').on(t.institutionId)],
+);
+
+// ───────────────────────────── identity ─────────────────────────────
+
+/** A login session; its refresh token rotates, and reuse of an old one revokes the session. */
+export const sessions = pgTable(
+  'sessions',
+  {
+    id: id(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    accountId: text('account_id').notNull(),
+    institutionId: text('institution_id'),
+    refreshHash: text('refresh_hash').notNull(),
+    ip: text('ip').notNull().default(''),
+    ua: text('ua').notNull().default(''),
+    createdAt: created(),
+    lastActivityAt: timestamp('last_activity_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
+    revokedAt: ts('revoked_at'),
+    revokedReason: text('revoked_reason'),
+  },
+  (t) => [index('sessions_user_idx').on(t.userId), index('sessions_created_idx').on(t.createdAt)],
+);
+
+export const mfaChallenges = pgTable(
+  'mfa_challenges',
+  {
+    id: id(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    /** enroll | login */
+    purpose: text('purpose').notNull(),
+    codeHash: text('code_hash').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
+    consumedAt: ts('consumed_at'),
+    ip: text('ip').notNull().default(''),
+    ua: text('ua').notNull().default(''),
+    createdAt: created(),
+  },
+  (t) => [index('mfa_challenges_user_created_idx').on(t.userId, t.createdAt)],
+);
+
+export const trustedDevices = pgTable(
+  'trusted_devices',
+  {
+    id: id(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    deviceId: text('device_id').notNull(),
+    secretHash: text('secret_hash').notNull().unique(),
+    sourceIp: text('source_ip').notNull().default(''),
+    ua: text('ua').notNull().default(''),
+    createdAt: created(),
+    lastUsedAt: timestamp('last_used_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
+    revokedAt: ts('revoked_at'),
+  },
+  (t) => [index('trusted_devices_user_idx').on(t.userId)],
+);
+
+/** Development mail outbox (no SMTP configured). */
+export const mailOutbox = pgTable('mail_outbox', {
+  id: id(),
+  to: text('to').notNull(),
+  subject: text('subject').notNull(),
+  text: text('text').notNull(),
+  html: text('html'),
+  createdAt: created(),
+});
+
+// ───────────────────────────── vault ─────────────────────────────
+
+export const collections = pgTable(
+  'collections',
+  {
+    id: id(),
+    name: text('name').notNull(),
+    color: text('color'),
+    /** personal | instance | account */
+    scope: text('scope').notNull(),
+    parentId: text('parent_id'),
+    ownerUserId: text('owner_user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'cascade' }),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    accountShared: boolean('account_shared').notNull().default(false),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [index('collections_parent_idx').on(t.parentId), index('collections_scope_idx').on(t.accountId, t.scope, t.institutionId)],
+);
+
+export const uploads = pgTable(
+  'uploads',
+  {
+    id: id(),
+    originalname: text('originalname').notNull(),
+    filesize: bigint('filesize', { mode: 'number' }).notNull(),
+    mimetype: text('mimetype').notNull(),
+    fileTitle: text('file_title').notNull().default(''),
+    /** personal | instance | account */
+    scope: text('scope').notNull(),
+    ownerUserId: text('owner_user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'cascade' }),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    collectionId: text('collection_id'),
+    isPrivate: boolean('is_private').notNull().default(false),
+    confidential: boolean('confidential').notNull().default(false),
+    /** active | inactive | selected | error | deleted, plus processing while ingestion runs. */
+    status: text('status').notNull().default('processing'),
+    errorMessage: text('error_message'),
+    chunkCount: integer('chunk_count').notNull().default(0),
+    /** Ingestion progress 0..100 and the stage it is in (queued, extracting, chunking, embedding, indexing, done). */
+    progress: integer('progress').notNull().default(0),
+    stage: text('stage').notNull().default('queued'),
+    pages: integer('pages'),
+    tokensUsed: bigint('tokens_used', { mode: 'number' }).notNull().default(0),
+    /** Tokens in the extracted text (sum of chunk tokens). */
+    textTokens: integer('text_tokens').notNull().default(0),
+    storageKey: text('storage_key').notNull(),
+    sha256: text('sha256').notNull(),
+    embeddingModel: text('embedding_model'),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [
+    index('uploads_scope_idx').on(t.accountId, t.scope, t.institutionId),
+    index('uploads_owner_idx').on(t.ownerUserId),
+    index('uploads_collection_idx').on(t.collectionId),
+    index('uploads_name_trgm').using('gin', sql`lower(${t.originalname}) gin_trgm_ops`),
+  ],
+);
+
+export const chunks = pgTable(
+  'chunks',
+  {
+    id: id(),
+    uploadId: text('upload_id')
+      .notNull()
+      .references(() => uploads.id, { onDelete: 'cascade' }),
+    chunkIndex: integer('chunk_index').notNull(),
+    text: text('text').notNull(),
+    heading: text('heading'),
+    tokens: integer('tokens').notNull(),
+    embedding: vector('embedding', { dimensions: DEFAULT_EMBEDDING_DIMENSIONS }),
+    tsv: tsvector('tsv'),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [
+    uniqueIndex('chunks_upload_index_uq').on(t.uploadId, t.chunkIndex),
+    index('chunks_embedding_hnsw').using('hnsw', t.embedding.op('vector_cosine_ops')),
+    index('chunks_tsv_gin').using('gin', t.tsv),
+  ],
+);
+
+// ───────────────────────────── platform ─────────────────────────────
+
+/** Durable background jobs; workers claim with FOR UPDATE SKIP LOCKED so several nodes can share the queue. */
+export const jobs = pgTable(
+  'jobs',
+  {
+    id: id(),
+    queue: text('queue').notNull(),
+    payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
+    /** pending | running | done | failed */
+    status: text('status').notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    maxAttempts: integer('max_attempts').notNull().default(3),
+    runAt: timestamp('run_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    lockedAt: ts('locked_at'),
+    lockedBy: text('locked_by'),
+    lastError: text('last_error'),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [index('jobs_claim_idx').on(t.queue, t.status, t.runAt)],
+);
+
+/** Small key/value facts about this database (e.g. which embedder wrote the stored vectors). */
+export const systemState = pgTable('system_state', {
+  key: text('key').primaryKey(),
+  value: jsonb('value').notNull(),
+  updatedAt: updated(),
+});

@@ -1,0 +1,100 @@
+import { and, asc, eq, isNull, sql } from 'drizzle-orm';
+import type { DbOrTx } from '../../db/client.js';
+import { institutions, memberships, sessions, users } from '../../db/schema.js';
+
+export type UserRow = typeof users.$inferSelect;
+export type SessionRow = typeof sessions.$inferSelect;
+
+export async function findUserByEmail(db: DbOrTx, email: string): Promise<UserRow | undefined> {
+  const [row] = await db.select().from(users).where(sql`lower(${users.email}) = lower(${email})`).limit(1);
+  return row;
+}
+
+export async function findUserById(db: DbOrTx, id: string): Promise<UserRow | undefined> {
+  const [row] = await db.select().from(users).where(eq(users.id, id)).limit(1);
+  return row;
+}
+
+export async function insertSession(db: DbOrTx, row: typeof sessions.$inferInsert): Promise<void> {
+  await db.insert(sessions).values(row);
+}
+
+export async function findSession(db: DbOrTx, id: string): Promise<SessionRow | undefined> {
+  const [row] = await db.select().from(sessions).where(eq(sessions.id, id)).limit(1);
+  return row;
+}
+
+/**
+ * Rotates a refresh token in one statement: it succeeds only if the presented hash is still the
+ * current one, so two uses of the same token can never both succeed.
+ */
+export async function rotateRefresh(
+  db: DbOrTx,
+  sessionId: string,
+  presentedHash: string,
+  newHash: string,
+  now: Date,
+  institutionId?: string | null,
+): Promise<SessionRow | undefined> {
+  const [row] = await db
+    .update(sessions)
+    .set({ refreshHash: newHash, lastActivityAt: now, ...(institutionId !== undefined ? { institutionId } : {}) })
+    .where(and(eq(sessions.id, sessionId), eq(sessions.refreshHash, presentedHash), isNull(sessions.revokedAt), sql`${sessions.expiresAt} > ${now.toISOString()}`))
+    .returning();
+  return row;
+}
+
+export async function revokeSession(db: DbOrTx, sessionId: string, reason: string, now: Date): Promise<void> {
+  await db.update(sessions).set({ revokedAt: now, revokedReason: reason }).where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
+}
+
+export async function revokeUserSessions(db: DbOrTx, userId: string, reason: string, now: Date): Promise<void> {
+  await db.update(sessions).set({ revokedAt: now, revokedReason: reason }).where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
+}
+
+export async function updateUser(db: DbOrTx, id: string, patch: Partial<typeof users.$inferInsert>, now: Date): Promise<UserRow | undefined> {
+  const [row] = await db
+    .update(users)
+    .set({ ...patch, updatedAt: now })
+    .where(eq(users.id, id))
+    .returning();
+  return row;
+}
+
+export interface EnrolmentRow {
+  institutionId: string;
+  role: string;
+  name: string;
+  ainame: string;
+  picture: string;
+  accountId: string;
+  status: string;
+  publicId: string;
+}
+
+export async function listEnrolments(db: DbOrTx, userId: string): Promise<EnrolmentRow[]> {
+  return db
+    .select({
+      institutionId: memberships.institutionId,
+      role: memberships.role,
+      name: institutions.name,
+      ainame: institutions.ainame,
+      picture: institutions.picture,
+      accountId: institutions.accountId,
+      status: institutions.status,
+      publicId: institutions.publicId,
+    })
+    .from(memberships)
+    .innerJoin(institutions, eq(institutions.id, memberships.institutionId))
+    .where(eq(memberships.userId, userId))
+    .orderBy(asc(institutions.name));
+}
+
+export async function findMembership(db: DbOrTx, userId: string, institutionId: string) {
+  const [row] = await db
+    .select()
+    .from(memberships)
+    .where(and(eq(memberships.userId, userId), eq(memberships.institutionId, institutionId)))
+    .limit(1);
+  return row;
+}

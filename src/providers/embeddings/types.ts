@@ -1,0 +1,23 @@
+/** Settings of the embedding provider, read from EMBEDDINGS_* environment variables by src/config.ts. */
+export interface EmbeddingsConfig {
+  provider: 'local' | 'openai-compatible';
+  baseUrl?: string;
+  apiKey?: string;
+  model?: string;
+  /** Vector length; 384 by default. The database column is vector(dimensions). */
+  dimensions: number;
+  /** Texts per provider call. */
+  batchSize: number;
+  timeoutMs: number;
+  maxRetries: number;
+}
+
+/**
+ * Turns texts into L2-normalised vectors of `dimensions` numbers.
+ * `id` names the model and its parameters: vectors of two different ids are never compared or mixed.
+ */
+export interface Embedder {
+  readonly id: string;
+  readonly dimensions: number;
+  embed(texts: string[], options?: { signal?: AbortSignal }): Promise<number[][]>;
+}

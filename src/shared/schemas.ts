@@ -1,0 +1,50 @@
+import { Type, type TSchema } from '@fastify/type-provider-typebox';
+
+/** Error body of the contract (§1), referenced by every route's error responses. */
+export const ErrorBodySchema = Type.Object(
+  {
+    success: Type.Literal(false),
+    message: Type.String(),
+    error: Type.Object({
+      code: Type.String(),
+      details: Type.Array(Type.Object({ field: Type.Optional(Type.String()), message: Type.String() }, { additionalProperties: true })),
+    }),
+  },
+  { $id: 'ErrorBody', description: 'Error body of every failure' },
+);
+
+const errorRef = Type.Unsafe<unknown>({ $ref: 'ErrorBody#' });
+
+/** Standard error responses to list in a route schema. */
+export function errorResponses<const S extends readonly number[]>(...statuses: S): { [K in S[number]]: typeof errorRef } {
+  const out: Record<number, typeof errorRef> = {};
+  for (const s of statuses) out[s] = errorRef;
+  return out as { [K in S[number]]: typeof errorRef };
+}
+
+export const Id = (description = 'Record id') => Type.String({ minLength: 1, maxLength: 100, description });
+export const IdParams = Type.Object({ id: Id() });
+export const DateTime = (description?: string) => Type.String({ format: 'date-time', description });
+export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+export const SuccessOnly = Type.Object({ success: Type.Boolean(), message: Type.Optional(Type.String()) });
+
+/** The admin list envelope of the spec. */
+export const ListEnvelope = <T extends TSchema>(item: T) =>
+  Type.Object({
+    success: Type.Boolean(),
+    data: Type.Array(item),
+    total: Type.Number(),
+    hasMore: Type.Boolean(),
+    page: Type.Number(),
+    pageSize: Type.Number(),
+    message: Type.String(),
+  });
+
+export const PageFields = {
+  page: Type.Optional(Type.Integer({ minimum: 1, default: 1, description: '1-based page number' })),
+  pageSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, default: 100, description: 'Items per page (1 to 5000)' })),
+};
+
+export function envelope<T>(data: T[], total: number, page: number, pageSize: number, message = 'OK') {
+  return { success: true, data, total, hasMore: page * pageSize < total, page, pageSize, message };
+}

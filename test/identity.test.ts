@@ -1,0 +1,163 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { SignJWT } from 'jose';
+import { ManualClock } from '../src/shared/clock.js';
+import { bearer, login, makeAccount, makeInstitution, makeUser, makeWorld, PASSWORD, startTestApp, type TestApp } from './support/app.js';
+
+describe('identity: login, tokens, sessions, me', () => {
+  let t: TestApp;
+  let world: Awaited<ReturnType<typeof makeWorld>>;
+  const clock = new ManualClock(new Date('2026-11-01T10:00:00Z'));
+
+  before(async () => {
+    t = await startTestApp({ clock, env: { LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '1000' } });
+    world = await makeWorld(t.database);
+  });
+  after(() => t.close());
+
+  test('login happy path returns a token pair and the user', async () => {
+    const res = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: world.userA1.email.toUpperCase(), password: PASSWORD } });
+    assert.equal(res.statusCode, 200);
+    const body = res.json();
+    assert.equal(body.success, true);
+    assert.match(body.accessToken, /^[\w-]+\.[\w-]+\.[\w-]+$/);
+    assert.ok(body.refreshToken.length > 40);
+    assert.equal(body.expiresIn, 900);
+    assert.equal(body.user.email, world.userA1.email);
+    assert.equal(body.user.institution, world.a1.id);
+    assert.equal(body.user.passwordHash, undefined);
+  });
+
+  test('wrong password and unknown e-mail give the same 401', async () => {
+    const wrong = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: world.userA1.email, password: 'nope-nope' } });
+    const unknown = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'ghost@example.com', password: 'nope-nope' } });
+    assert.equal(wrong.statusCode, 401);
+    assert.equal(unknown.statusCode, 401);
+    assert.deepEqual(wrong.json(), unknown.json());
+    assert.deepEqual(wrong.json(), { success: false, message: 'Invalid e-mail or password', error: { code: 'UNAUTHENTICATED', details: [] } });
+  });
+
+  test('a disabled user cannot log in, and their live tokens stop working', async () => {
+    const account = await makeAccount(t.database);
+    const inst = await makeInstitution(t.database, account.id);
+    const user = await makeUser(t.database, { accountId: account.id, memberships: { [inst.id]: 'user' } });
+    const { accessToken } = await login(t.app, user.email);
+    await t.database.db.execute(`update users set status = 'disabled' where id = '${user.id}'` as never);
+    const res = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: user.email, password: PASSWORD } });
+    assert.equal(res.statusCode, 403);
+    assert.equal(res.json().error.code, 'FORBIDDEN');
+    const me = await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(accessToken) });
+    assert.equal(me.statusCode, 401);
+  });
+
+  test('both token headers are accepted', async () => {
+    const { accessToken } = await login(t.app, world.userA1.email);
+    const viaBearer = await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(accessToken) });
+    const viaCustom = await t.app.inject({ method: 'GET', url: '/api/user/me', headers: { 'x-access-token': accessToken } });
+    assert.equal(viaBearer.statusCode, 200);
+    assert.equal(viaCustom.statusCode, 200);
+    assert.equal(viaCustom.json().data._id, world.userA1.id);
+  });
+
+  test('refresh rotates; reusing an old refresh token revokes the session', async () => {
+    const first = await login(t.app, world.userA2.email);
+    const r1 = await t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: first.refreshToken } });
+    assert.equal(r1.statusCode, 200);
+    const second = r1.json();
+    assert.notEqual(second.refreshToken, first.refreshToken);
+    // the new access token works
+    assert.equal((await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(second.accessToken) })).statusCode, 200);
+    // reuse of the first refresh token: 401 and the whole session ends
+    const reuse = await t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: first.refreshToken } });
+    assert.equal(reuse.statusCode, 401);
+    assert.equal((await t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: second.refreshToken } })).statusCode, 401);
+    assert.equal((await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(second.accessToken) })).statusCode, 401);
+  });
+
+  test('a garbage refresh token is a 401, a missing one a 400', async () => {
+    assert.equal((await t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: 'garbage' } })).statusCode, 401);
+    const missing = await t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: {} });
+    assert.equal(missing.statusCode, 400);
+    assert.equal(missing.json().error.code, 'VALIDATION_FAILED');
+  });
+
+  test('logout revokes the session: the old access token is rejected', async () => {
+    const { accessToken, refreshToken } = await login(t.app, world.userA1.email);
+    const out = await t.app.inject({ method: 'POST', url: '/api/auth/logout', headers: bearer(accessToken) });
+    assert.equal(out.statusCode, 200);
+    assert.equal((await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(accessToken) })).statusCode, 401);
+    assert.equal((await t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken } })).statusCode, 401);
+  });
+
+  test('an expired access token is a 401 with the contract body', async () => {
+    const { accessToken } = await login(t.app, world.userA1.email);
+    clock.advance(16 * 60 * 1000);
+    try {
+      const res = await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(accessToken) });
+      assert.equal(res.statusCode, 401);
+      assert.deepEqual(res.json(), { success: false, message: 'Access token expired', error: { code: 'UNAUTHENTICATED', details: [] } });
+    } finally {
+      clock.advance(-16 * 60 * 1000);
+    }
+  });
+
+  test('a token signed with another key, or no token, is a 401', async () => {
+    const forged = await new SignJWT({ sid: 'x', typ: 'access' }).setProtectedHeader({ alg: 'HS256' }).setSubject(world.superadmin.id).setExpirationTime('1h').sign(new TextEncoder().encode('another-secret-another-secret-another-secret'));
+    assert.equal((await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(forged) })).statusCode, 401);
+    const none = await t.app.inject({ method: 'GET', url: '/api/user/me' });
+    assert.equal(none.statusCode, 401);
+    assert.equal(none.json().error.code, 'UNAUTHENTICATED');
+  });
+
+  test('PATCH /api/user/me updates the profile and validates the time zone', async () => {
+    const { accessToken } = await login(t.app, world.userA1.email);
+    const ok = await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { fname: 'Marie', location: 'Paris', timezone: 'Europe/Paris', ignored: 1 } });
+    assert.equal(ok.statusCode, 200);
+    assert.equal(ok.json().data.fname, 'Marie');
+    assert.equal(ok.json().data.timezone, 'Europe/Paris');
+    const bad = await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { timezone: 'Mars/Olympus' } });
+    assert.equal(bad.statusCode, 400);
+    assert.equal(bad.json().error.details[0].field, 'timezone');
+    const wrongType = await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { fname: 42 } });
+    assert.equal(wrongType.statusCode, 400);
+    assert.equal(wrongType.json().error.code, 'VALIDATION_FAILED');
+    assert.equal(wrongType.json().error.details[0].field, 'fname');
+  });
+
+  test('institutions list and switch: new token pair carries the new institution; not enrolled → 403', async () => {
+    const user = await makeUser(t.database, { accountId: world.accountA.id, memberships: { [world.a1.id]: 'user', [world.a2.id]: 'admin' } });
+    const { accessToken } = await login(t.app, user.email);
+    const list = await t.app.inject({ method: 'GET', url: '/api/user/institutions', headers: bearer(accessToken) });
+    assert.equal(list.statusCode, 200);
+    const data = list.json().data as Array<{ _id: string; role: string; current: boolean }>;
+    assert.deepEqual(data.map((d) => d._id).sort(), [world.a1.id, world.a2.id].sort());
+    assert.equal(data.find((d) => d.current)?._id, world.a1.id);
+    const sw = await t.app.inject({ method: 'POST', url: '/api/user/institution/switch', headers: bearer(accessToken), payload: { institution: world.a2.id } });
+    assert.equal(sw.statusCode, 200);
+    assert.equal(sw.json().user.institution, world.a2.id);
+    const list2 = await t.app.inject({ method: 'GET', url: '/api/user/institutions', headers: bearer(sw.json().accessToken) });
+    assert.equal((list2.json().data as Array<{ _id: string; current: boolean }>).find((d) => d.current)?._id, world.a2.id);
+    const denied = await t.app.inject({ method: 'POST', url: '/api/user/institution/switch', headers: bearer(accessToken), payload: { institution: world.b1.id } });
+    assert.equal(denied.statusCode, 403);
+  });
+});
+
+describe('login rate limits', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await startTestApp({ env: { LOGIN_RATE_LIMIT_PER_EMAIL: '3', LOGIN_RATE_LIMIT_PER_IP: '5' } });
+  });
+  after(() => t.close());
+
+  test('per e-mail, then per IP: 429 with Retry-After and the contract body', async () => {
+    const attempt = (email: string) => t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email, password: 'wrong-password' } });
+    for (let i = 0; i < 3; i++) assert.equal((await attempt('victim@example.com')).statusCode, 401);
+    const limited = await attempt('victim@example.com');
+    assert.equal(limited.statusCode, 429);
+    assert.ok(Number(limited.headers['retry-after']) >= 1);
+    assert.equal(limited.json().error.code, 'RATE_LIMITED');
+    // other e-mails from the same IP still get through until the IP budget (5) is spent
+    assert.equal((await attempt('other@example.com')).statusCode, 401);
+    assert.equal((await attempt('third@example.com')).statusCode, 429);
+  });
+});
