@@ -7,7 +7,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { AppConfig } from './config.js';
-import type { AppContext } from './context.js';
+import type { AppContext, Providers } from './context.js';
 import { openDatabase, type Database } from './db/client.js';
 import { registerErrorHandling } from './http/errors.plugin.js';
 import { registerMetrics } from './http/metrics.plugin.js';
@@ -16,6 +16,11 @@ import { healthRoutes } from './modules/health/health.routes.js';
 import { identityRoutes } from './modules/identity/identity.routes.js';
 import { TokenService } from './modules/identity/tokens.js';
 import { tenancyRoutes } from './modules/tenancy/tenancy.routes.js';
+import { mfaRoutes } from './modules/mfa/mfa.routes.js';
+import { vaultRoutes } from './modules/vault/vault.routes.js';
+import { createEmbedder } from './providers/embeddings/index.js';
+import { createChatModel } from './providers/llm/index.js';
+import { createMailSender } from './providers/mail/index.js';
 import { ensureBootstrapAdmin } from './modules/tenancy/bootstrap.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import { AppError } from './shared/errors.js';
@@ -29,6 +34,8 @@ export interface BuildAppOptions {
   clock?: Clock;
   /** Skip migrations (the caller already ran them). */
   skipMigrations?: boolean;
+  /** Replace providers (tests point them at local servers). */
+  providers?: Partial<Providers>;
 }
 
 export type { App };
@@ -83,6 +90,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     clock,
     tokens: new TokenService(config.jwtSecret, config.accessTokenTtlSeconds, config.refreshTokenTtlSeconds),
     log: app.log,
+    // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
+    providers: lazyProviders(config, database, app, options.providers ?? {}),
   };
   app.decorate('ctx', ctx);
   app.decorateRequest('auth', null);
@@ -123,8 +132,10 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
 
   registerMetrics(app);
   await healthRoutes(app, ctx);
-  await identityRoutes(app, ctx);
+  const identity = await identityRoutes(app, ctx);
   await tenancyRoutes(app, ctx);
+  await mfaRoutes(app, ctx, identity);
+  await vaultRoutes(app, ctx);
 
   await ensureBootstrapAdmin(ctx);
 
@@ -132,6 +143,21 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     if (ownsDatabase) await database.close();
   });
   return app;
+}
+
+function lazyProviders(config: AppConfig, database: Database, app: App, given: Partial<Providers>): Providers {
+  const made: Partial<Providers> = { ...given };
+  return {
+    get mail() {
+      return (made.mail ??= createMailSender(config, database.db, app.log));
+    },
+    get chatModel() {
+      return (made.chatModel ??= createChatModel(config.llm));
+    },
+    get embedder() {
+      return (made.embedder ??= createEmbedder(config.embeddings));
+    },
+  };
 }
 
 declare module 'fastify' {

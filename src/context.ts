@@ -2,11 +2,21 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { AppConfig } from './config.js';
 import type { Database, Db } from './db/client.js';
 import type { TokenService } from './modules/identity/tokens.js';
+import type { Embedder } from './providers/embeddings/types.js';
+import type { ChatModel } from './providers/llm/types.js';
+import type { MailSender } from './providers/mail/types.js';
 import type { Clock } from './shared/clock.js';
 
+/** The edges of the world: each has a local default and a real implementation chosen by configuration. */
+export interface Providers {
+  mail: MailSender;
+  chatModel: ChatModel;
+  embedder: Embedder;
+}
+
 /**
- * Everything a service needs, built once per app in app.ts. Providers (mail, models, storage) are
- * added by the modules that own them; tests replace them through buildApp's options.
+ * Everything a service needs, built once per app in app.ts. Tests replace providers through
+ * buildApp's `providers` option.
  */
 export interface AppContext {
   config: AppConfig;
@@ -15,4 +25,5 @@ export interface AppContext {
   clock: Clock;
   tokens: TokenService;
   log: FastifyBaseLogger;
+  providers: Providers;
 }
