@@ -1,5 +1,12 @@
 import type { AppContext } from '../../context.js';
 import type { App } from '../../http/types.js';
+import { chunkRoutes } from './chunks.routes.js';
+import { collectionRoutes } from './collections.routes.js';
+import { uploadRoutes } from './uploads.routes.js';
 
-/** Vault: uploads, ingestion workers, collections, chunks, sanitize (issue: vault). */
-export async function vaultRoutes(_app: App, _ctx: AppContext): Promise<void> {}
+/** Vault: uploads and their ingestion, collections, chunks and sanitize (contract §4). */
+export async function vaultRoutes(app: App, ctx: AppContext): Promise<void> {
+  await uploadRoutes(app, ctx);
+  await collectionRoutes(app, ctx);
+  await chunkRoutes(app, ctx);
+}

@@ -1,0 +1,90 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { AuthContext } from '../identity/auth-context.js';
+import { canInInstitution, canInAccount } from '../tenancy/permissions.js';
+import { forbidden } from '../../shared/errors.js';
+
+/**
+ * Who sees what in the vault (contract §4), decided here and nowhere else.
+ *
+ * - personal: only its owner.
+ * - instance: members of that institution.
+ * - account: members of any institution of that account ("account-shared siblings").
+ * - is_private: only its owner, whatever the scope.
+ * Administrative roles do not widen what a user can read: file contents stay with their audience.
+ * Changing or deleting a record is for its owner, or for an admin with `vault.admin` over its
+ * institution (instance scope) or account (account scope).
+ */
+export type VaultScope = 'personal' | 'instance' | 'account';
+export const VAULT_SCOPES: readonly VaultScope[] = ['personal', 'instance', 'account'];
+
+export interface ScopedRecord {
+  scope: string;
+  ownerUserId: string;
+  institutionId: string | null;
+  accountId: string;
+  isPrivate?: boolean;
+}
+
+export function memberInstitutionIds(auth: AuthContext): string[] {
+  return [...auth.memberships.keys()];
+}
+
+export function memberAccountIds(auth: AuthContext): string[] {
+  return [...new Set([...auth.memberships.values()].map((m) => m.accountId))];
+}
+
+const inList = (column: SQL, values: string[]): SQL =>
+  values.length === 0 ? sql`false` : sql`${column} in (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`;
+
+/**
+ * SQL condition: the record (table alias given) is visible to the caller. Use it in EVERY vault query
+ * that reads uploads, collections or chunks (through their upload).
+ */
+export function visibleCondition(auth: AuthContext, alias: string, options: { hasPrivateFlag: boolean }): SQL {
+  const col = (name: string) => sql.raw(`${alias}.${name}`);
+  const scopes = sql`(
+    (${col('scope')} = 'personal' and ${col('owner_user_id')} = ${auth.userId})
+    or (${col('scope')} = 'instance' and ${inList(col('institution_id'), memberInstitutionIds(auth))})
+    or (${col('scope')} = 'account' and ${inList(col('account_id'), memberAccountIds(auth))})
+  )`;
+  if (!options.hasPrivateFlag) return scopes;
+  return sql`(${scopes} and (${col('is_private')} = false or ${col('owner_user_id')} = ${auth.userId}))`;
+}
+
+export function canSee(auth: AuthContext, r: ScopedRecord): boolean {
+  if (r.isPrivate && r.ownerUserId !== auth.userId) return false;
+  switch (r.scope) {
+    case 'personal':
+      return r.ownerUserId === auth.userId;
+    case 'instance':
+      return r.institutionId !== null && auth.memberships.has(r.institutionId);
+    case 'account':
+      return memberAccountIds(auth).includes(r.accountId);
+    default:
+      return false;
+  }
+}
+
+export function canModify(auth: AuthContext, r: ScopedRecord): boolean {
+  if (!canSee(auth, r)) return false;
+  if (r.ownerUserId === auth.userId) return true;
+  if (r.scope === 'instance' && r.institutionId) return canInInstitution(auth, 'vault.admin', { id: r.institutionId, accountId: r.accountId });
+  if (r.scope === 'account') {
+    if (canInAccount(auth, 'vault.admin', r.accountId)) return true;
+    return [...auth.memberships.entries()].some(([id, m]) => m.accountId === r.accountId && m.role === 'admin' && canInInstitution(auth, 'vault.admin', { id, accountId: m.accountId }));
+  }
+  return false;
+}
+
+/**
+ * Where a new record goes: the scope, the institution (the given one, else the caller's current one)
+ * and the account. The caller must be a member of that institution for instance and account scope.
+ */
+export function placementFor(auth: AuthContext, scope: VaultScope, institution?: string | null): { institutionId: string | null; accountId: string } {
+  if (scope === 'personal') return { institutionId: null, accountId: auth.accountId };
+  const institutionId = institution ?? auth.institutionId;
+  if (!institutionId) throw forbidden('No current institution: pass `institution` or switch to one');
+  const membership = auth.memberships.get(institutionId);
+  if (!membership) throw forbidden('You are not a member of this institution');
+  return { institutionId, accountId: membership.accountId };
+}
