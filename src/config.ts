@@ -160,8 +160,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
   }
   if (bootstrapAdminPassword && bootstrapAdminPassword.length < 8) problems.push('BOOTSTRAP_ADMIN_PASSWORD must have at least 8 characters');
 
-  let jwtSecret = str('JWT_SECRET');
-  let encryptionKey = str('ENCRYPTION_KEY');
+  const jwtSecret = str('JWT_SECRET');
+  const encryptionKey = str('ENCRYPTION_KEY');
   if (production) {
     if (!jwtSecret) problems.push('JWT_SECRET is required when NODE_ENV=production');
     if (!encryptionKey) problems.push('ENCRYPTION_KEY is required when NODE_ENV=production');

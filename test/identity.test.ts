@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SignJWT } from 'jose';
+import { updateUser } from '../src/modules/identity/identity.repository.js';
 import { ManualClock } from '../src/shared/clock.js';
 import { bearer, login, makeAccount, makeInstitution, makeUser, makeWorld, PASSWORD, startTestApp, type TestApp } from './support/app.js';
 
@@ -42,7 +43,7 @@ describe('identity: login, tokens, sessions, me', () => {
     const inst = await makeInstitution(t.database, account.id);
     const user = await makeUser(t.database, { accountId: account.id, memberships: { [inst.id]: 'user' } });
     const { accessToken } = await login(t.app, user.email);
-    await t.database.db.execute(`update users set status = 'disabled' where id = '${user.id}'` as never);
+    await updateUser(t.database.db, user.id, { status: 'disabled' }, new Date());
     const res = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: user.email, password: PASSWORD } });
     assert.equal(res.statusCode, 403);
     assert.equal(res.json().error.code, 'FORBIDDEN');

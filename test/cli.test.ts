@@ -1,0 +1,92 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildApp } from '../src/app.js';
+import { runCli } from '../src/cli.js';
+import { testConfig } from './support/app.js';
+
+/** The CLI against a real temporary data directory (a fresh PGlite on disk, migrated by the CLI). */
+describe('CLI', () => {
+  let dataDir: string;
+  const env = () => ({ NODE_ENV: 'test', DATA_DIR: dataDir, LOG_LEVEL: 'silent', JWT_SECRET: 'cli-secret-cli-secret-cli-secret-0123456789', ENCRYPTION_KEY: 'cli-key-cli-key-cli-key-cli-key-0123456789' });
+  const run = async (...argv: string[]) => {
+    const lines: string[] = [];
+    const code = await runCli(argv, env(), (l) => lines.push(l));
+    return { code, output: lines.join('\n') };
+  };
+
+  before(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'twin-cli-'));
+  });
+  after(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  test('create-admin and seed-demo write users that can log in over HTTP', async () => {
+    const admin = await run('create-admin', '--email', 'Root@Example.com', '--password', 'root-password-1');
+    assert.equal(admin.code, 0);
+    assert.match(admin.output, /superadmin Root@Example.com created/);
+
+    const again = await run('create-admin', '--email', 'root@example.com', '--password', 'root-password-2');
+    assert.match(again.output, /promoted to superadmin, password reset/);
+
+    const seeded = await run('seed-demo');
+    assert.equal(seeded.code, 0);
+    assert.match(seeded.output, /demo account "Demo University"/);
+    const logins = [...seeded.output.matchAll(/^\s+(\S.*?)\s+(\S+@example\.com) \/ (\S+)$/gm)].map((m) => ({ role: m[1]!.trim(), email: m[2]!, password: m[3]! }));
+    assert.equal(logins.length, 7, seeded.output);
+    assert.equal(logins.filter((l) => l.role.startsWith('admin')).length, 2);
+    assert.equal(logins.filter((l) => l.role.startsWith('user')).length, 4);
+    assert.match(seeded.output, /ltiContextId https:\/\/lms\.example\.com\/courses\/physics/);
+
+    await assert.rejects(run('seed-demo'), /demo data already exists/);
+
+    const app = await buildApp({ config: testConfig(dataDir, env()) });
+    try {
+      const rootLogin = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'root@example.com', password: 'root-password-2' } });
+      assert.equal(rootLogin.statusCode, 200);
+      assert.equal(rootLogin.json().user.role, 'superadmin');
+      for (const l of logins) {
+        const res = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: l.email, password: l.password } });
+        assert.equal(res.statusCode, 200, `${l.email}: ${res.body}`);
+      }
+      const user = logins.find((l) => l.role === 'user (history)')!;
+      const res = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: user.email, password: user.password } });
+      // History does not pool credits: its members received the institution's creditAward
+      assert.equal(res.json().user.credits, 500);
+    } finally {
+      await app.close();
+    }
+  });
+
+  test('bad arguments are clear errors', async () => {
+    await assert.rejects(run('create-admin', '--email', 'nope'), /needs --email/);
+    await assert.rejects(run('create-admin', '--email', 'a@b.c', '--password', 'short'), /at least 8 characters/);
+    await assert.rejects(run('frobnicate'), /Unknown command "frobnicate"/);
+  });
+});
+
+describe('bootstrap admin', () => {
+  test('BOOTSTRAP_ADMIN_* create the first superadmin on an empty database only', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'twin-boot-'));
+    try {
+      const { openTestDatabase } = await import('./support/app.js');
+      const database = await openTestDatabase();
+      const config = testConfig(dataDir, { BOOTSTRAP_ADMIN_EMAIL: 'first@example.com', BOOTSTRAP_ADMIN_PASSWORD: 'first-password' });
+      const app = await buildApp({ config, database, skipMigrations: true });
+      const res = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'first@example.com', password: 'first-password' } });
+      assert.equal(res.statusCode, 200);
+      assert.equal(res.json().user.role, 'superadmin');
+      await app.close();
+      // a second start with other bootstrap values does not add anyone: the database is not empty
+      const config2 = testConfig(dataDir, { BOOTSTRAP_ADMIN_EMAIL: 'second@example.com', BOOTSTRAP_ADMIN_PASSWORD: 'second-password' });
+      const app2 = await buildApp({ config: config2, database, skipMigrations: true });
+      const res2 = await app2.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'second@example.com', password: 'second-password' } });
+      assert.equal(res2.statusCode, 401);
+      await app2.close();
+      await database.close();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

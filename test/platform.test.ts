@@ -1,0 +1,145 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildApp } from '../src/app.js';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { bearer, login, makeWorld, openTestDatabase, startTestApp, testConfig, type TestApp } from './support/app.js';
+
+describe('platform: errors, operations, OpenAPI', () => {
+  let t: TestApp;
+  let world: Awaited<ReturnType<typeof makeWorld>>;
+  before(async () => {
+    t = await startTestApp();
+    world = await makeWorld(t.database);
+  });
+  after(() => t.close());
+
+  test('unknown route → 404 with the contract body', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/api/nope?x=1' });
+    assert.equal(res.statusCode, 404);
+    assert.deepEqual(res.json(), { success: false, message: 'Route GET /api/nope not found', error: { code: 'NOT_FOUND', details: [] } });
+  });
+
+  test('malformed JSON body → 400 VALIDATION_FAILED', async () => {
+    const res = await t.app.inject({ method: 'POST', url: '/api/auth/login', headers: { 'content-type': 'application/json' }, payload: '{"email": "a@b.c", "password": ' });
+    assert.equal(res.statusCode, 400);
+    const body = res.json();
+    assert.equal(body.success, false);
+    assert.equal(body.message, 'Malformed JSON body');
+    assert.equal(body.error.code, 'VALIDATION_FAILED');
+  });
+
+  test('wrong type → 400 listing the field, and nothing changes', async () => {
+    const res = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'someone@example.com', password: 12345 } });
+    assert.equal(res.statusCode, 400);
+    const body = res.json();
+    assert.equal(body.error.code, 'VALIDATION_FAILED');
+    assert.equal(body.error.details[0].field, 'password');
+    assert.match(body.message, /password must be string/);
+  });
+
+  test('out-of-range value → 400', async () => {
+    const { accessToken } = await login(t.app, world.userA1.email);
+    const res = await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { fname: 'x'.repeat(101) } });
+    assert.equal(res.statusCode, 400);
+    assert.equal(res.json().error.details[0].field, 'fname');
+  });
+
+  test('healthz, readyz, request id', async () => {
+    const h = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'req-abc-123' } });
+    assert.equal(h.statusCode, 200);
+    assert.equal(h.headers['x-request-id'], 'req-abc-123');
+    const r = await t.app.inject({ method: 'GET', url: '/readyz' });
+    assert.deepEqual(r.json(), { success: true, status: 'ready', database: 'pglite' });
+  });
+
+  test('metrics count requests per route template with latency histograms', async () => {
+    await t.app.inject({ method: 'GET', url: '/healthz' });
+    await t.app.inject({ method: 'GET', url: '/api/user/me' });
+    const res = await t.app.inject({ method: 'GET', url: '/metrics' });
+    assert.equal(res.statusCode, 200);
+    assert.match(res.body, /http_requests_total\{method="GET",route="\/healthz",status="200"\} \d+/);
+    assert.match(res.body, /http_requests_total\{method="GET",route="\/api\/user\/me",status="401"\} \d+/);
+    assert.match(res.body, /http_request_duration_seconds_bucket\{le="0.005",method="GET",route="\/healthz"\}/);
+  });
+
+  test('OpenAPI: every route tagged and described, both security schemes, docs served', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/openapi.json' });
+    assert.equal(res.statusCode, 200);
+    const doc = res.json();
+    assert.match(doc.openapi, /^3\./);
+    assert.deepEqual(Object.keys(doc.components.securitySchemes).sort(), ['accessToken', 'bearerAuth']);
+    assert.equal(doc.components.securitySchemes.accessToken.name, 'x-access-token');
+    const operations = Object.entries(doc.paths as Record<string, Record<string, { tags?: string[]; summary?: string; security?: unknown[] }>>).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => ({ path, method, op })),
+    );
+    assert.ok(operations.length >= 9, `only ${operations.length} operations documented`);
+    for (const { path, method, op } of operations) {
+      assert.ok(op.tags && op.tags.length > 0, `${method} ${path} has no tag`);
+      assert.ok(op.summary, `${method} ${path} has no summary`);
+    }
+    const me = doc.paths['/api/user/me'].get;
+    assert.deepEqual(me.security, [{ bearerAuth: [] }, { accessToken: [] }]);
+    const docs = await t.app.inject({ method: 'GET', url: '/docs/' });
+    assert.equal(docs.statusCode, 200);
+    assert.match(docs.body, /swagger/i);
+  });
+});
+
+describe('platform: unexpected errors never leak internals', () => {
+  test('a thrown error becomes a 500 INTERNAL body with no stack', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'twin-test-'));
+    const database = await openTestDatabase();
+    const app = await buildApp({ config: testConfig(dataDir), database, skipMigrations: true });
+    app.get('/boom', async () => {
+      throw new Error('secret internal detail at /srv/app.ts:42');
+    });
+    try {
+      const res = await app.inject({ method: 'GET', url: '/boom' });
+      assert.equal(res.statusCode, 500);
+      assert.deepEqual(res.json(), { success: false, message: 'Internal server error', error: { code: 'INTERNAL', details: [] } });
+      assert.doesNotMatch(res.body, /secret|stack|\.ts/);
+    } finally {
+      await app.close();
+      await database.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('configuration', () => {
+  test('production without secrets fails with every problem named', () => {
+    assert.throws(
+      () => loadConfig({ NODE_ENV: 'production', PORT: 'eighty', DATA_DIR: '/tmp/x' }),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, /JWT_SECRET is required when NODE_ENV=production/);
+        assert.match(err.message, /ENCRYPTION_KEY is required/);
+        assert.match(err.message, /PORT must be an integer from 0 to 65535 \(got "eighty"\)/);
+        return true;
+      },
+    );
+  });
+
+  test('development generates secrets once and keeps them in DATA_DIR', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'twin-cfg-'));
+    try {
+      const a = loadConfig({ DATA_DIR: dataDir });
+      const b = loadConfig({ DATA_DIR: dataDir });
+      assert.equal(a.nodeEnv, 'development');
+      assert.ok(a.jwtSecret.length >= 32);
+      assert.equal(a.jwtSecret, b.jwtSecret);
+      assert.equal(a.encryptionKey, b.encryptionKey);
+      assert.equal(a.port, 3000);
+      assert.equal(a.cookieSecure, false);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('openai-compatible providers need their endpoint', () => {
+    assert.throws(() => loadConfig({ NODE_ENV: 'test', JWT_SECRET: 'x'.repeat(40), ENCRYPTION_KEY: 'y'.repeat(40), LLM_PROVIDER: 'openai-compatible' }), /LLM_BASE_URL is required/);
+  });
+});
