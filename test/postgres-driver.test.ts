@@ -21,7 +21,7 @@ describe('PostgreSQL driver (DATABASE_URL)', () => {
   let server: PGLiteSocketServer;
   let dataDir: string;
   let url: string;
-  let apps: App[] = [];
+  const apps: App[] = [];
 
   before(async () => {
     pglite = await PGlite.create({ dataDir: 'memory://', extensions: { vector, pg_trgm } });
