@@ -81,6 +81,13 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   app.addSchema(ErrorBodySchema);
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // While shutting down, answers to in-flight requests close their keep-alive connection, so the
+    // server can finish draining instead of waiting for idle clients to hang up.
+    if (closing) reply.header('connection', 'close');
+  });
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
   });
 
   const ctx: AppContext = {
