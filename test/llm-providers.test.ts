@@ -1,0 +1,410 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
+import { buildSanitizeRequest, createChatModel, SANITIZE_SYSTEM_PROMPT } from '../src/providers/llm/index.js';
+import { cleanText, LocalChatModel, NOTHING_FOUND } from '../src/providers/llm/local.js';
+import { OpenAiCompatibleChatModel } from '../src/providers/llm/openai-compatible.js';
+import { UpstreamError, type ChatModel, type ChatRequest, type ChatStreamEvent, type LlmConfig } from '../src/providers/llm/types.js';
+import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+
+async function collect(events: AsyncIterable<ChatStreamEvent>): Promise<ChatStreamEvent[]> {
+  const out: ChatStreamEvent[] = [];
+  for await (const e of events) out.push(e);
+  return out;
+}
+
+const ask = (question: string, extra: Partial<ChatRequest> = {}): ChatRequest => ({
+  purpose: 'answer',
+  messages: [
+    { role: 'system', content: 'Answer from the passages.' },
+    { role: 'user', content: question },
+  ],
+  ...extra,
+});
+
+describe('local chat model: sanitize', () => {
+  test('repairs mojibake (also double-encoded) and leaves genuine characters alone', () => {
+    assert.equal(cleanText('CafÃ© crÃ¨me costs 3â‚¬ â€“ itâ€™s â€œgoodâ€\u009d.'), 'Café crème costs 3€ – it’s “good”.');
+    assert.equal(cleanText('NaÃ¯ve rÃ©sumÃ©Â\u00A0here.'), 'Naïve résumé here.');
+    assert.equal(cleanText('100Â km and ÃƒÂ©tÃƒÂ© and æ—¥æœ¬'), '100 km and été and 日本');
+    assert.equal(cleanText('Die „Straße“ in Köln – schön, Señor Ñandú, Œuvre ‘x’.'), 'Die „Straße“ in Köln – schön, Señor Ñandú, Œuvre ‘x’.');
+  });
+
+  test('drops U+FFFD, control and zero-width characters and normalises whitespace', () => {
+    const dirty = '  Alpha\u0000 beta\t\t gamma\uFFFD.  \r\n\r\n\r\n\r\nSecond\u200B para\u0007graph.   \n\n\n';
+    assert.equal(cleanText(dirty), 'Alpha beta gamma.\n\nSecond paragraph.');
+  });
+
+  test('re-joins lines hard-wrapped mid-sentence but keeps lists, headings and paragraphs', () => {
+    const wrapped = [
+      '# Setup',
+      'The installer copies the files into the',
+      'target folder and then restarts the',
+      'service, which takes a minute.',
+      '',
+      'Steps:',
+      '- open the panel',
+      '- press start',
+      'Done.',
+    ].join('\n');
+    assert.equal(
+      cleanText(wrapped),
+      ['# Setup', 'The installer copies the files into the target folder and then restarts the service, which takes a minute.', '', 'Steps:', '- open the panel', '- press start', 'Done.'].join('\n'),
+    );
+  });
+
+  test('strips boilerplate lines and keeps every sentence of substance', () => {
+    const substance = [
+      'The warranty covers manufacturing defects for two years.',
+      'Batteries are covered for six months.',
+      'To make a claim, send the receipt to the support team.',
+      'Repairs are usually finished within ten working days.',
+      'Damage caused by water is not covered.',
+    ];
+    const page = (n: number, body: string[]) => ['ACME Warranty Handbook — Internal', ...body, `Page ${n} of 3`, String(n)];
+    const text = [
+      'Skip to content',
+      'Home > Support > Warranty',
+      'We use cookies to improve your experience. By continuing to browse you accept our use of cookies.',
+      'Accept all cookies',
+      ...page(1, [substance[0]!, substance[1]!]),
+      '',
+      ...page(2, [substance[2]!, '', substance[3]!]),
+      'Share on Facebook',
+      'Facebook Twitter LinkedIn',
+      ...page(3, [substance[4]!]),
+      '© 2024 ACME Corporation. All rights reserved.',
+    ].join('\n');
+    const cleaned = cleanText(text);
+    for (const s of substance) assert.ok(cleaned.includes(s), `kept: ${s}`);
+    for (const junk of ['Skip to content', 'Home >', 'cookies', 'Page ', 'ACME Warranty Handbook', 'Share on', 'Twitter', '©', 'All rights reserved']) {
+      assert.ok(!cleaned.includes(junk), `removed: ${junk}\n---\n${cleaned}`);
+    }
+    assert.ok(!/^\d+$/mu.test(cleaned), 'no lone page numbers');
+    assert.ok(!/\n\n\n/u.test(cleaned), 'at most one blank line');
+    // Nothing of substance was summarised or shortened: the words are exactly those of the sentences.
+    assert.equal(cleaned.replace(/\s+/gu, ' '), substance.join(' '));
+  });
+
+  test('does not remove content that only looks like boilerplate, and is idempotent', () => {
+    const text = [
+      'Copyright law protects the authors of original works.',
+      'If a > b then the loop ends.',
+      'You can manage cookie preferences in your browser settings.',
+      'Result: 42',
+    ].join('\n');
+    assert.equal(cleanText(text), text);
+    // A fragment of hard-wrapped sentences that happens to repeat is content, not a running footer.
+    const wrapped = ['Alpha rises in', 'the north.', 'Beta rises in', 'the north.', 'Gamma rises in', 'the north.'].join('\n');
+    assert.equal(cleanText(wrapped), ['Alpha rises in the north.', 'Beta rises in the north.', 'Gamma rises in the north.'].join('\n'));
+    assert.equal(cleanText('Home / Products / Widgets\nWidgets are small.'), 'Widgets are small.');
+    assert.equal(cleanText(cleanText(text)), cleanText(text));
+  });
+
+  test('the model sanitizes the last user message and counts tokens with o200k', async () => {
+    const model = new LocalChatModel();
+    const dirty = 'Skip to content\nThe report   is dueâ€™ on Friday.\n\n\n\nIt   covers Q3.';
+    const req = buildSanitizeRequest(dirty);
+    const res = await model.complete(req);
+    assert.equal(res.text, 'The report is due’ on Friday.\n\nIt covers Q3.');
+    assert.equal(res.model, 'local-extractive-v1');
+    assert.equal(res.usage.outputTokens, countTokens(res.text));
+    const framing = 3 + 3 * req.messages.length;
+    assert.equal(res.usage.inputTokens, countTokens(SANITIZE_SYSTEM_PROMPT) + countTokens(dirty) + framing);
+    assert.equal(res.usage.totalTokens, res.usage.inputTokens + res.usage.outputTokens);
+  });
+});
+
+describe('local chat model: answer', () => {
+  const model = new LocalChatModel();
+  const passages = [
+    { text: 'The office opens at 8 am. Parking is free for visitors in the north garage.', source: 'visitor-guide.pdf' },
+    { text: 'Annual leave is 28 days per year. Unused leave days expire at the end of March.', source: 'hr-handbook.docx' },
+    { text: 'The cafeteria serves lunch from noon.', source: 'cafeteria.txt' },
+  ];
+
+  test('composes the answer from the relevant passages and cites their sources', async () => {
+    const res = await model.complete(ask('How many days of annual leave do I get, and when do unused days expire?', { context: passages }));
+    assert.match(res.text, /^Based on your documents: /u);
+    assert.ok(res.text.includes('Annual leave is 28 days per year.'));
+    assert.ok(res.text.includes('Unused leave days expire at the end of March.'));
+    assert.ok(res.text.includes('hr-handbook.docx'));
+    assert.ok(!res.text.includes('visitor-guide.pdf') && !res.text.includes('cafeteria'), res.text);
+    assert.equal(res.usage.outputTokens, countTokens(res.text));
+    const expectedInput = 3 + 2 * 3 + countTokens('Answer from the passages.') + countTokens('How many days of annual leave do I get, and when do unused days expire?') + passages.reduce((n, p) => n + countTokens(p.text) + countTokens(p.source), 0);
+    assert.equal(res.usage.inputTokens, expectedInput);
+  });
+
+  test('cites every passage it quotes', async () => {
+    const res = await model.complete(ask('Where is visitor parking and when is lunch served?', { context: passages }));
+    assert.ok(res.text.includes('north garage') && res.text.includes('lunch from noon'), res.text);
+    assert.match(res.text, /\[1\] visitor-guide\.pdf/u);
+    assert.match(res.text, /\[2\] cafeteria\.txt/u);
+  });
+
+  test('says plainly that nothing was found, without passages or without overlap', async () => {
+    const none = await model.complete(ask('What is the leave policy?', { context: [] }));
+    assert.equal(none.text, NOTHING_FOUND);
+    const unrelated = await model.complete(ask('Which GPU does the render farm use?', { context: passages }));
+    assert.equal(unrelated.text, NOTHING_FOUND);
+    assert.ok(!unrelated.text.includes('Based on'));
+  });
+
+  test('respects maxTokens', async () => {
+    const long = { text: Array.from({ length: 40 }, (_, i) => `Leave rule number ${i} says that leave must be approved by the manager in writing.`).join(' '), source: 'rules.pdf' };
+    for (const maxTokens of [12, 40, 90]) {
+      const res = await model.complete(ask('When must leave be approved?', { context: [long], maxTokens }));
+      assert.ok(countTokens(res.text) <= maxTokens, `${countTokens(res.text)} <= ${maxTokens}: ${res.text}`);
+      assert.ok(res.usage.outputTokens <= maxTokens);
+    }
+    const roomy = await model.complete(ask('When must leave be approved?', { context: [long], maxTokens: 90 }));
+    assert.match(roomy.text, /rules\.pdf/u);
+  });
+
+  test('stream yields several deltas, then done with the same result as complete()', async () => {
+    const req = ask('How many days of annual leave do I get?', { context: passages });
+    const events = await collect(model.stream(req));
+    const deltas = events.filter((e) => e.type === 'delta');
+    assert.ok(deltas.length >= 3, `deltas: ${deltas.length}`);
+    const done = events.at(-1);
+    assert.equal(done?.type, 'done');
+    assert.equal(events.filter((e) => e.type === 'done').length, 1);
+    const expected = await model.complete(req);
+    assert.deepEqual(done?.type === 'done' && done.result, expected);
+    assert.equal(deltas.map((d) => (d.type === 'delta' ? d.text : '')).join(''), expected.text);
+  });
+
+  test('an aborted signal stops the call', async () => {
+    const ac = new AbortController();
+    ac.abort();
+    await assert.rejects(model.complete(ask('leave?', { context: passages, signal: ac.signal })), { name: 'AbortError' });
+  });
+});
+
+describe('provider factory and sanitize request', () => {
+  test('createChatModel picks the provider and demands a base URL for openai-compatible', () => {
+    const base: LlmConfig = { provider: 'local', timeoutMs: 1000, maxRetries: 0 };
+    const local = createChatModel(base);
+    assert.ok(local instanceof LocalChatModel);
+    assert.equal(local.provider, 'local');
+    assert.equal(local.defaultModel, 'local-extractive-v1');
+    assert.throws(() => createChatModel({ ...base, provider: 'openai-compatible', model: 'm' }), /LLM_BASE_URL/u);
+    const remote = createChatModel({ ...base, provider: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', model: 'm' });
+    assert.ok(remote instanceof OpenAiCompatibleChatModel);
+    assert.equal(remote.defaultModel, 'm');
+  });
+
+  test('buildSanitizeRequest: system prompt, user text, temperature 0, token budget', () => {
+    const text = 'Some   extracted text.\nPage 1 of 2';
+    const req = buildSanitizeRequest(text, 'summary-model');
+    assert.equal(req.purpose, 'sanitize');
+    assert.deepEqual(req.messages, [
+      { role: 'system', content: SANITIZE_SYSTEM_PROMPT },
+      { role: 'user', content: text },
+    ]);
+    assert.equal(req.model, 'summary-model');
+    assert.equal(req.temperature, 0);
+    assert.equal(req.maxTokens, 2 * countTokens(text) + 256);
+    assert.match(SANITIZE_SYSTEM_PROMPT, /do not summarise/iu);
+    assert.equal(buildSanitizeRequest('word '.repeat(20_000)).maxTokens, 16_000);
+    assert.equal(buildSanitizeRequest('x').model, undefined);
+  });
+});
+
+describe('openai-compatible chat model against a local OpenAI stub', () => {
+  let stub: OpenAiStub;
+  const config = (over: Partial<LlmConfig> = {}): LlmConfig => ({
+    provider: 'openai-compatible',
+    baseUrl: stub.baseUrl,
+    apiKey: 'sk-test-123',
+    model: 'stub-model',
+    timeoutMs: 2000,
+    maxRetries: 2,
+    ...over,
+  });
+  const chatRequests = () => stub.requestsTo('/v1/chat/completions');
+
+  before(async () => {
+    stub = await startOpenAiStub();
+  });
+  after(() => stub.close());
+
+  const fresh = () => {
+    stub.requests.length = 0;
+    stub.setChatHandler(null);
+    stub.delayMs(0);
+    stub.streamChunkDelayMs(0);
+  };
+
+  test('complete(): text, the model the server reports, usage; messages sent as given with the key', async () => {
+    fresh();
+    stub.setChatHandler(({ lastUserMessage }) => ({ content: `You said: ${lastUserMessage}`, model: 'stub-model-2024-06', usage: { prompt_tokens: 17, completion_tokens: 5 } }));
+    const model = new OpenAiCompatibleChatModel(config());
+    const req = buildSanitizeRequest('Hello  there', 'institution-model');
+    const res = await model.complete(req);
+    assert.deepEqual(res, { text: 'You said: Hello  there', model: 'stub-model-2024-06', usage: { inputTokens: 17, outputTokens: 5, totalTokens: 22 } });
+    const [sent] = chatRequests();
+    assert.equal(chatRequests().length, 1);
+    assert.equal(sent!.headers.authorization, 'Bearer sk-test-123');
+    assert.equal(sent!.body.model, 'institution-model');
+    assert.deepEqual(sent!.body.messages, req.messages);
+    assert.equal(sent!.body.temperature, 0);
+    assert.equal(sent!.body.max_tokens, req.maxTokens);
+    assert.notEqual(sent!.body.stream, true);
+  });
+
+  test('without usage from the server, tokens are counted with gpt-tokenizer; no key sends "not-needed"', async () => {
+    fresh();
+    stub.setChatHandler(() => ({ content: 'Counted locally.', usage: null }));
+    const model = new OpenAiCompatibleChatModel(config({ apiKey: undefined }));
+    const res = await model.complete(ask('Count me'));
+    assert.equal(res.model, 'stub-model');
+    assert.equal(res.usage.outputTokens, countTokens('Counted locally.'));
+    assert.equal(res.usage.inputTokens, 3 + 2 * 3 + countTokens('Answer from the passages.') + countTokens('Count me'));
+    assert.equal(chatRequests()[0]!.headers.authorization, 'Bearer not-needed');
+  });
+
+  test('stream(): several deltas, then done with the usage of the final chunk', async () => {
+    fresh();
+    const model = new OpenAiCompatibleChatModel(config());
+    const question = 'one two three four five six seven eight nine ten eleven twelve';
+    const events = await collect(model.stream(ask(question)));
+    const deltas = events.filter((e) => e.type === 'delta');
+    assert.ok(deltas.length >= 3, `deltas: ${deltas.length}`);
+    const done = events.at(-1);
+    assert.ok(done && done.type === 'done');
+    assert.equal(deltas.map((d) => (d.type === 'delta' ? d.text : '')).join(''), question);
+    const promptChars = 'Answer from the passages.'.length + 1 + question.length;
+    assert.deepEqual(done.result, {
+      text: question,
+      model: 'stub-model',
+      usage: { inputTokens: Math.ceil(promptChars / 4), outputTokens: Math.ceil(question.length / 4), totalTokens: Math.ceil(promptChars / 4) + Math.ceil(question.length / 4) },
+    });
+    const sent = chatRequests()[0]!.body;
+    assert.equal(sent.stream, true);
+    assert.deepEqual(sent.stream_options, { include_usage: true });
+  });
+
+  test('retries server errors: two 500s, then success (3 requests)', async () => {
+    fresh();
+    stub.failNext(2, 500);
+    const model = new OpenAiCompatibleChatModel(config({ maxRetries: 2 }));
+    const res = await model.complete(ask('retry please'));
+    assert.equal(res.text, 'retry please');
+    assert.equal(chatRequests().length, 3);
+  });
+
+  test('streams are retried too before the first byte', async () => {
+    fresh();
+    stub.failNext(1, 429);
+    const model = new OpenAiCompatibleChatModel(config({ maxRetries: 1 }));
+    const events = await collect(model.stream(ask('streamed after a 429')));
+    assert.equal(events.at(-1)?.type, 'done');
+    assert.equal(chatRequests().length, 2);
+  });
+
+  test('exhausted retries become an UpstreamError with the status', async () => {
+    fresh();
+    stub.failNext(3, 503, 'overloaded, try later');
+    const model = new OpenAiCompatibleChatModel(config({ maxRetries: 2 }));
+    await assert.rejects(model.complete(ask('fail')), (err: unknown) => {
+      assert.ok(err instanceof UpstreamError);
+      assert.equal(err.status, 503);
+      assert.match(err.message, /503.*overloaded, try later/u);
+      return true;
+    });
+    assert.equal(chatRequests().length, 3);
+  });
+
+  test('a 400 is not retried', async () => {
+    fresh();
+    stub.failNext(1, 400, 'bad model');
+    const model = new OpenAiCompatibleChatModel(config({ maxRetries: 2 }));
+    await assert.rejects(model.complete(ask('bad')), (err: unknown) => err instanceof UpstreamError && err.status === 400);
+    assert.equal(chatRequests().length, 1);
+  });
+
+  test('a stream that fails after its retries becomes an UpstreamError', async () => {
+    fresh();
+    stub.failNext(2, 502);
+    const model = new OpenAiCompatibleChatModel(config({ maxRetries: 1 }));
+    await assert.rejects(collect(model.stream(ask('x'))), (err: unknown) => err instanceof UpstreamError && err.status === 502);
+    assert.equal(chatRequests().length, 2);
+  });
+
+  test('a server slower than timeoutMs gives an UpstreamError', async () => {
+    fresh();
+    stub.delayMs(1500);
+    const model = new OpenAiCompatibleChatModel(config({ timeoutMs: 150, maxRetries: 0 }));
+    const started = Date.now();
+    await assert.rejects(model.complete(ask('slow')), (err: unknown) => err instanceof UpstreamError && /did not answer within 150 ms/u.test(err.message));
+    assert.ok(Date.now() - started < 1200, 'gave up at the timeout, not when the server answered');
+  });
+
+  test('a stalled stream gives an UpstreamError', async () => {
+    fresh();
+    stub.streamChunkDelayMs(1000);
+    const model = new OpenAiCompatibleChatModel(config({ timeoutMs: 200, maxRetries: 0 }));
+    await assert.rejects(collect(model.stream(ask('a b c d e f g'))), (err: unknown) => err instanceof UpstreamError && /stalled/u.test(err.message));
+  });
+
+  test('an unreachable server gives an UpstreamError', async () => {
+    const gone = await startOpenAiStub();
+    const baseUrl = gone.baseUrl;
+    await gone.close();
+    const model = new OpenAiCompatibleChatModel(config({ baseUrl, maxRetries: 0 }));
+    await assert.rejects(model.complete(ask('anyone?')), (err: unknown) => err instanceof UpstreamError && /Could not connect/u.test(err.message));
+  });
+
+  test('request.signal aborts the call with the caller reason, not an UpstreamError', async () => {
+    fresh();
+    stub.delayMs(1000);
+    const model: ChatModel = new OpenAiCompatibleChatModel(config());
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(new Error('client went away')), 50);
+    await assert.rejects(model.complete(ask('cancel me', { signal: ac.signal })), (err: unknown) => !(err instanceof UpstreamError) && (err as Error).message === 'client went away');
+    assert.equal(chatRequests().length, 1, 'no retry after an abort');
+
+    const ac2 = new AbortController();
+    setTimeout(() => ac2.abort(new Error('stream cancelled')), 50);
+    await assert.rejects(collect(model.stream(ask('cancel the stream', { signal: ac2.signal }))), { message: 'stream cancelled' });
+  });
+});
+
+describe('the OpenAI stub itself', () => {
+  test('embeddings: L2-normalised, deterministic, of the requested dimensions, plain and base64', async () => {
+    const stub = await startOpenAiStub({ apiKey: 'k' });
+    try {
+      const post = (body: unknown, key = 'k') =>
+        fetch(`${stub.baseUrl}/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
+      const res = await post({ model: 'e', input: ['hello world', 'hello world', 'other text'] });
+      assert.equal(res.status, 200);
+      const json = (await res.json()) as { data: { embedding: number[]; index: number }[]; usage: { prompt_tokens: number } };
+      assert.equal(json.data.length, 3);
+      for (const d of json.data) {
+        assert.equal(d.embedding.length, 8);
+        assert.ok(Math.abs(Math.hypot(...d.embedding) - 1) < 1e-9);
+      }
+      assert.deepEqual(json.data[0]!.embedding, json.data[1]!.embedding);
+      assert.notDeepEqual(json.data[0]!.embedding, json.data[2]!.embedding);
+      assert.equal(json.usage.prompt_tokens, 3 + 3 + 3);
+
+      const b64 = (await (await post({ model: 'e', input: 'hello world', dimensions: 16, encoding_format: 'base64' })).json()) as { data: { embedding: string }[] };
+      const buf = Buffer.from(b64.data[0]!.embedding, 'base64');
+      const vec = Array.from(new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4));
+      assert.equal(vec.length, 16);
+      assert.ok(Math.abs(Math.hypot(...vec) - 1) < 1e-6);
+
+      assert.equal((await post({ model: 'e', input: 'x' }, 'wrong')).status, 401);
+      const models = await fetch(`${stub.baseUrl}/models`, { headers: { authorization: 'Bearer k' } });
+      assert.equal(((await models.json()) as { object: string }).object, 'list');
+      stub.failNext(1, 429);
+      const limited = await post({ model: 'e', input: 'x' });
+      assert.equal(limited.status, 429);
+      assert.equal(((await limited.json()) as { error: { type: string } }).error.type, 'rate_limit_error');
+      assert.equal(stub.requests.length, 5);
+    } finally {
+      await stub.close();
+    }
+  });
+});
