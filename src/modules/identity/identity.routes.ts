@@ -33,7 +33,7 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
           `Unknown e-mail and wrong password give the same 401. Rate limited to ${config.loginRateLimitPerIp} attempts per IP and ` +
           `${config.loginRateLimitPerEmail} per e-mail address every ${config.loginRateLimitWindowSeconds} s (429 with Retry-After).`,
         body: LoginBody,
-        response: { 200: LoginResponse, ...errorResponses(400, 401, 403, 429) },
+        response: { 200: LoginResponse, ...errorResponses(400, 401, 403, 429, 502) },
       },
       preHandler: limits(
         app,
