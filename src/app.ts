@@ -73,6 +73,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     },
     trustProxy: config.trustProxy,
     bodyLimit: 2 * 1024 * 1024,
+    // Long ids reach the route and fail its schema (400 with the contract body), not the router (414).
+    routerOptions: { maxParamLength: 1000 },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;

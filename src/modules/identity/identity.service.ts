@@ -6,6 +6,7 @@ import { presentUser } from './identity.presenters.js';
 import * as repo from './identity.repository.js';
 import type { UserRow } from './identity.repository.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from './passwords.js';
+import { touchAccountActivity } from '../tenancy/tenancy.repository.js';
 
 export interface ClientMeta {
   ip: string;
@@ -107,6 +108,7 @@ export class IdentityService {
       expiresAt: new Date(now.getTime() + this.ctx.tokens.refreshTtlSeconds * 1000),
     });
     const updated = (await repo.updateUser(this.ctx.db, user.id, { lastLoginAt: now, currentInstitutionId: institutionId }, now)) ?? user;
+    await touchAccountActivity(this.ctx.db, user.accountId, now);
     return this.pair(updated, sessionId, institutionId, refresh.token, now);
   }
 

@@ -1,4 +1,4 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, asc, eq, isNotNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { accounts, institutions, memberships, users } from '../../db/schema.js';
 
@@ -67,4 +67,226 @@ export async function deleteMembership(db: DbOrTx, userId: string, institutionId
 
 export async function listMemberships(db: DbOrTx, userId: string): Promise<MembershipRow[]> {
   return db.select().from(memberships).where(eq(memberships.userId, userId));
+}
+
+// ───────────── admin management (accounts, institutions, users, credits) ─────────────
+
+export type UserRow = typeof users.$inferSelect;
+
+/** Escapes LIKE metacharacters so that a search term matches literally (used with `escape '\'`). */
+export function likeContains(term: string): string {
+  return `%${term.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+const inList = (column: SQL | AnyColumn, values: readonly string[]): SQL =>
+  values.length === 0 ? sql`false` : sql`${column} in (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`;
+
+export interface Paging {
+  limit: number;
+  offset: number;
+}
+
+/**
+ * Which rows of a tenant-scoped table a listing may return: everything, or rows of the given
+ * accounts and/or institutions (the union of both).
+ */
+export type RowScope = { all: true } | { all: false; accountIds: readonly string[]; institutionIds: readonly string[] };
+
+/** Stamps the account's last activity; monotonic, one atomic statement (called when a session starts). */
+export async function touchAccountActivity(db: DbOrTx, accountId: string, now: Date): Promise<void> {
+  await db
+    .update(accounts)
+    .set({ lastActivityAt: sql`greatest(coalesce(${accounts.lastActivityAt}, ${now.toISOString()}::timestamptz), ${now.toISOString()}::timestamptz)` })
+    .where(eq(accounts.id, accountId));
+}
+
+export async function updateAccount(db: DbOrTx, id: string, patch: Partial<typeof accounts.$inferInsert>, now: Date): Promise<AccountRow | undefined> {
+  const [row] = await db
+    .update(accounts)
+    .set({ ...patch, updatedAt: now })
+    .where(eq(accounts.id, id))
+    .returning();
+  return row;
+}
+
+export async function deleteAccount(db: DbOrTx, id: string): Promise<boolean> {
+  const rows = await db.delete(accounts).where(eq(accounts.id, id)).returning({ id: accounts.id });
+  return rows.length > 0;
+}
+
+export interface AccountListFilter {
+  /** null: every account. */
+  accountIds: readonly string[] | null;
+  search?: string;
+  activeOnly: boolean;
+}
+
+export async function listAccounts(db: DbOrTx, filter: AccountListFilter, paging: Paging | null): Promise<{ rows: AccountRow[]; total: number }> {
+  const conditions: SQL[] = [];
+  if (filter.accountIds) conditions.push(inList(accounts.id, filter.accountIds));
+  if (filter.activeOnly) conditions.push(isNotNull(accounts.lastActivityAt));
+  if (filter.search) {
+    const pattern = likeContains(filter.search);
+    conditions.push(
+      sql`(lower(${accounts.name}) like ${pattern} escape '\\' or lower(coalesce(${accounts.managerEmail}, '')) like ${pattern} escape '\\')`,
+    );
+  }
+  const where = conditions.length > 0 ? and(...conditions) : undefined;
+  const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(accounts).where(where);
+  const query = db.select().from(accounts).where(where).orderBy(asc(sql`lower(${accounts.name})`), asc(accounts.id));
+  const rows = paging ? await query.limit(paging.limit).offset(paging.offset) : await query;
+  return { rows, total: Number(counted?.n ?? 0) };
+}
+
+export interface InstitutionsUsageRow {
+  accountId: string;
+  count: number;
+  credits: number;
+  creditsUsed: number;
+}
+
+/** Per account: how many institutions it has and the sums of their balances and consumption. */
+export async function institutionsUsage(db: DbOrTx, accountIds: readonly string[]): Promise<Map<string, InstitutionsUsageRow>> {
+  const out = new Map<string, InstitutionsUsageRow>();
+  if (accountIds.length === 0) return out;
+  const rows = await db
+    .select({
+      accountId: institutions.accountId,
+      count: sql<number>`count(*)::int`,
+      credits: sql<string>`coalesce(sum(${institutions.credits}), 0)`,
+      creditsUsed: sql<string>`coalesce(sum(${institutions.creditsUsed}), 0)`,
+    })
+    .from(institutions)
+    .where(inList(institutions.accountId, accountIds))
+    .groupBy(institutions.accountId);
+  for (const r of rows) out.set(r.accountId, { accountId: r.accountId, count: Number(r.count), credits: Number(r.credits), creditsUsed: Number(r.creditsUsed) });
+  return out;
+}
+
+export async function updateInstitution(db: DbOrTx, id: string, patch: Partial<typeof institutions.$inferInsert>, now: Date): Promise<InstitutionRow | undefined> {
+  const [row] = await db
+    .update(institutions)
+    .set({ ...patch, updatedAt: now })
+    .where(eq(institutions.id, id))
+    .returning();
+  return row;
+}
+
+export async function deleteInstitution(db: DbOrTx, id: string): Promise<boolean> {
+  const rows = await db.delete(institutions).where(eq(institutions.id, id)).returning({ id: institutions.id });
+  return rows.length > 0;
+}
+
+export interface InstitutionListFilter {
+  scope: RowScope;
+  accountIds?: readonly string[];
+  search?: string;
+}
+
+export async function listInstitutions(db: DbOrTx, filter: InstitutionListFilter, paging: Paging): Promise<{ rows: InstitutionRow[]; total: number }> {
+  const conditions: SQL[] = [];
+  if (!filter.scope.all) {
+    conditions.push(or(inList(institutions.accountId, filter.scope.accountIds), inList(institutions.id, filter.scope.institutionIds))!);
+  }
+  if (filter.accountIds) conditions.push(inList(institutions.accountId, filter.accountIds));
+  if (filter.search) {
+    const pattern = likeContains(filter.search);
+    conditions.push(sql`(lower(${institutions.name}) like ${pattern} escape '\\' or lower(${institutions.ainame}) like ${pattern} escape '\\')`);
+  }
+  const where = conditions.length > 0 ? and(...conditions) : undefined;
+  const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(institutions).where(where);
+  const rows = await db
+    .select()
+    .from(institutions)
+    .where(where)
+    .orderBy(asc(sql`lower(${institutions.name})`), asc(institutions.id))
+    .limit(paging.limit)
+    .offset(paging.offset);
+  return { rows, total: Number(counted?.n ?? 0) };
+}
+
+/**
+ * Adds to (or, negative, takes from) an institution's balance in ONE statement that refuses to go
+ * below zero. `undefined`: no such institution, or the balance is too small.
+ */
+export async function addInstitutionCredits(db: DbOrTx, id: string, amount: number, now: Date): Promise<number | undefined> {
+  const [row] = await db
+    .update(institutions)
+    .set({ credits: sql`${institutions.credits} + ${amount}::numeric`, updatedAt: now })
+    .where(and(eq(institutions.id, id), sql`${institutions.credits} + ${amount}::numeric >= 0`))
+    .returning({ credits: institutions.credits });
+  return row ? Number(row.credits) : undefined;
+}
+
+/** Same as addInstitutionCredits, for a user's own balance. */
+export async function addUserCredits(db: DbOrTx, id: string, amount: number, now: Date): Promise<number | undefined> {
+  const [row] = await db
+    .update(users)
+    .set({ credits: sql`${users.credits} + ${amount}::numeric`, updatedAt: now })
+    .where(and(eq(users.id, id), sql`${users.credits} + ${amount}::numeric >= 0`))
+    .returning({ credits: users.credits });
+  return row ? Number(row.credits) : undefined;
+}
+
+export async function deleteUser(db: DbOrTx, id: string): Promise<boolean> {
+  const rows = await db.delete(users).where(eq(users.id, id)).returning({ id: users.id });
+  return rows.length > 0;
+}
+
+export interface UserListFilter {
+  scope: RowScope;
+  accountIds?: readonly string[];
+  institutionId?: string;
+  search?: string;
+}
+
+const memberOf = (institutionIds: readonly string[]): SQL =>
+  institutionIds.length === 0
+    ? sql`false`
+    : sql`exists (select 1 from ${memberships} m where m.user_id = ${users.id} and ${inList(sql.raw('m.institution_id'), institutionIds)})`;
+
+export async function listUsers(db: DbOrTx, filter: UserListFilter, paging: Paging): Promise<{ rows: UserRow[]; total: number }> {
+  const conditions: SQL[] = [];
+  if (!filter.scope.all) conditions.push(or(inList(users.accountId, filter.scope.accountIds), memberOf(filter.scope.institutionIds))!);
+  if (filter.accountIds) conditions.push(inList(users.accountId, filter.accountIds));
+  if (filter.institutionId) conditions.push(memberOf([filter.institutionId]));
+  if (filter.search) {
+    const pattern = likeContains(filter.search);
+    conditions.push(
+      sql`(lower(${users.email}) like ${pattern} escape '\\' or lower(${users.fname}) like ${pattern} escape '\\' or lower(${users.lname}) like ${pattern} escape '\\')`,
+    );
+  }
+  const where = conditions.length > 0 ? and(...conditions) : undefined;
+  const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(users).where(where);
+  const rows = await db.select().from(users).where(where).orderBy(asc(sql`lower(${users.email})`), asc(users.id)).limit(paging.limit).offset(paging.offset);
+  return { rows, total: Number(counted?.n ?? 0) };
+}
+
+export interface UserMembershipRow {
+  userId: string;
+  institutionId: string;
+  role: string;
+  accountId: string;
+}
+
+/** Memberships of several users, with the account of each institution. */
+export async function membershipsOfUsers(db: DbOrTx, userIds: readonly string[]): Promise<UserMembershipRow[]> {
+  if (userIds.length === 0) return [];
+  return db
+    .select({ userId: memberships.userId, institutionId: memberships.institutionId, role: memberships.role, accountId: institutions.accountId })
+    .from(memberships)
+    .innerJoin(institutions, eq(institutions.id, memberships.institutionId))
+    .where(inList(memberships.userId, userIds))
+    .orderBy(asc(memberships.createdAt), asc(memberships.institutionId));
+}
+
+/** Institutions by id (to check a list given in a request). */
+export async function findInstitutions(db: DbOrTx, ids: readonly string[]): Promise<InstitutionRow[]> {
+  if (ids.length === 0) return [];
+  return db.select().from(institutions).where(inList(institutions.id, ids));
+}
+
+/** Drops the user's current institution when it is the one they just left. */
+export async function clearCurrentInstitution(db: DbOrTx, userId: string, institutionId: string): Promise<void> {
+  await db.update(users).set({ currentInstitutionId: null }).where(and(eq(users.id, userId), eq(users.currentInstitutionId, institutionId)));
 }

@@ -1,5 +1,412 @@
 import type { AppContext } from '../../context.js';
+import { authOf, requirePermission, SECURED } from '../../http/auth.js';
 import type { App } from '../../http/types.js';
+import { errorResponses, IdParams, SuccessOnly } from '../../shared/schemas.js';
+import {
+  AccountResponse,
+  AccountsListBody,
+  AccountsListResponse,
+  AdminUserResponse,
+  CreateAccountBody,
+  CreateInstitutionBody,
+  CreateUserBody,
+  CreditsBody,
+  CreditsResponse,
+  InstitutionResponse,
+  InstitutionsListResponse,
+  InstitutionsQuery,
+  MembershipBody,
+  MembershipDeleteBody,
+  MembershipResponse,
+  PatchAccountBody,
+  PatchInstitutionBody,
+  PatchUserBody,
+  UsersListResponse,
+  UsersQuery,
+} from './tenancy.schemas.js';
+import { ACCOUNT_LEVEL_INSTITUTION_FIELDS, TenancyService } from './tenancy.service.js';
+
+const tags = ['admin'];
+
+const SCOPE_NOTE =
+  'A plain user gets 403 on every admin route. Records of an account the caller does not belong to answer 404 (other tenants never learn ' +
+  'what exists); records the caller can see but may not act on answer 403. Authentication and the role check run before body validation.';
 
 /** Admin management of accounts, institutions, users, memberships and credits (contract §2). */
-export async function tenancyRoutes(_app: App, _ctx: AppContext): Promise<void> {}
+export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyService> {
+  const service = new TenancyService(ctx);
+  // Authenticate and require admin.access before the body is validated: 401/403 never depend on the body.
+  const admin = { preValidation: requirePermission(ctx, 'admin.access') };
+
+  // ───────────── accounts ─────────────
+
+  app.post(
+    '/api/admin/account',
+    {
+      schema: {
+        tags,
+        summary: 'Create an account',
+        description: `Superadmin only (accounts.create); others 403. status defaults to active. ${SCOPE_NOTE}`,
+        security: SECURED,
+        body: CreateAccountBody,
+        response: { 201: AccountResponse, ...errorResponses(400, 401, 403) },
+      },
+      ...admin,
+    },
+    async (request, reply) => reply.status(201).send({ success: true, data: await service.createAccount(authOf(request), request.body) }),
+  );
+
+  app.get(
+    '/api/admin/account/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Read an account',
+        description: `Superadmin, or the account admin of that account. ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        response: { 200: AccountResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => ({ success: true, data: await service.getAccount(authOf(request), request.params.id) }),
+  );
+
+  app.patch(
+    '/api/admin/account/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Update an account',
+        description: `Superadmin, or the account admin of that account. Changing status (active/inactive) is reserved to superadmins. ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        body: PatchAccountBody,
+        response: { 200: AccountResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => ({ success: true, data: await service.updateAccount(authOf(request), request.params.id, request.body) }),
+  );
+
+  app.delete(
+    '/api/admin/account/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Delete an account with its institutions, users and their data',
+        description: `Superadmin only (accounts.delete). A superadmin cannot delete the account it belongs to (403). ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => {
+      await service.deleteAccount(authOf(request), request.params.id);
+      return { success: true, message: 'Account deleted' };
+    },
+  );
+
+  app.post(
+    '/api/admin/accounts',
+    {
+      schema: {
+        tags,
+        summary: 'Search accounts',
+        description:
+          'Superadmin: every account; account admin: only its own account; anyone else 403. Sorted by name. accountsearch matches name and ' +
+          'managerEmail case-insensitively as a literal substring (% and _ are not wildcards). activeOnly: accounts whose users have started ' +
+          'a session (lastActivityAt set). minimum: items are {_id, name} (plus institutionsUsage when insitutionsUsage is also true) and ' +
+          'pagination is bypassed: page 1, pageSize = total, hasMore false. insitutionsUsage (spelled so) adds per account ' +
+          '{count, credits, creditsUsed, creditsTotal = credits + creditsUsed, creditsUsagePct = creditsUsed / creditsTotal × 100 (2 decimals, 0 when total is 0)} over its institutions.',
+        security: SECURED,
+        body: AccountsListBody,
+        response: { 200: AccountsListResponse, ...errorResponses(400, 401, 403) },
+      },
+      // Every field is optional: a request without a body lists with the defaults.
+      preValidation: [
+        ...admin.preValidation,
+        async (request) => {
+          if (request.body === undefined) request.body = {};
+        },
+      ],
+    },
+    async (request) => service.listAccounts(authOf(request), request.body),
+  );
+
+  // ───────────── institutions ─────────────
+
+  app.post(
+    '/api/admin/institution',
+    {
+      schema: {
+        tags,
+        summary: 'Create an institution',
+        description:
+          `Needs institutions.create in the account (superadmin, or account admin of that account); an opening credits balance also needs ` +
+          `institutions.credits. Every field of the spec's Institution and Branding tables may be set; publicId (UUID v4) is generated. ` +
+          `An account the caller cannot see is 404. ${SCOPE_NOTE}`,
+        security: SECURED,
+        body: CreateInstitutionBody,
+        response: { 201: InstitutionResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request, reply) => reply.status(201).send({ success: true, data: await service.createInstitution(authOf(request), request.body) }),
+  );
+
+  app.get(
+    '/api/admin/institutions',
+    {
+      schema: {
+        tags,
+        summary: 'List institutions',
+        description:
+          'Superadmin: all; account admin: its account; institution admin: the institutions it administers. Filters: account ' +
+          '(space-separated ids), search (literal case-insensitive substring of name or ainame). Sorted by name.',
+        security: SECURED,
+        querystring: InstitutionsQuery,
+        response: { 200: InstitutionsListResponse, ...errorResponses(400, 401, 403) },
+      },
+      ...admin,
+    },
+    async (request) => service.listInstitutions(authOf(request), request.query),
+  );
+
+  app.get(
+    '/api/admin/institution/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Read an institution',
+        description: `Needs institutions.read on it (superadmin, account admin of its account, or an admin of the institution). cloudServices never carries tokens. ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        response: { 200: InstitutionResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => ({ success: true, data: await service.getInstitution(authOf(request), request.params.id) }),
+  );
+
+  app.patch(
+    '/api/admin/institution/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Update an institution',
+        description:
+          `Needs institutions.edit on it. Institution admins may edit their own institution (name, branding, texts, feature switches, URLs) but ` +
+          `not ${ACCOUNT_LEVEL_INSTITUTION_FIELDS.join(', ')} (403): those belong to the account admin and the superadmin. ` +
+          `The account never changes and the balance changes only through POST /api/admin/institution/{id}/credits (both are ignored here). ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        body: PatchInstitutionBody,
+        response: { 200: InstitutionResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => ({ success: true, data: await service.updateInstitution(authOf(request), request.params.id, request.body) }),
+  );
+
+  app.delete(
+    '/api/admin/institution/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Delete an institution with its enrolments and data',
+        description: `Needs institutions.delete (superadmin, account admin of its account). ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => {
+      await service.deleteInstitution(authOf(request), request.params.id);
+      return { success: true, message: 'Institution deleted' };
+    },
+  );
+
+  app.post(
+    '/api/admin/institution/:id/credits',
+    {
+      schema: {
+        tags,
+        summary: "Top up (or correct) an institution's balance",
+        description:
+          `Needs institutions.credits on it (superadmin, account admin of its account). One atomic statement adds amount; a negative ` +
+          `amount that would take the balance below zero is a 400 and changes nothing. ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        body: CreditsBody,
+        response: { 200: CreditsResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => ({ success: true, data: await service.addInstitutionCredits(authOf(request), request.params.id, request.body.amount) }),
+  );
+
+  // ───────────── users ─────────────
+
+  app.post(
+    '/api/admin/user',
+    {
+      schema: {
+        tags,
+        summary: 'Create a user',
+        description:
+          'Superadmin: any account and role. Account admin: users of its account, roles user or accountadmin. Institution admin: plain users ' +
+          'of its account enrolled in at least one institution, all of which it administers. Except for a superadmin, every listed institution ' +
+          'must belong to the account (400). An opening credits balance needs users.credits. A new member of an institution with ' +
+          'poolCredits false receives its creditAward. An e-mail already in use (case-insensitive) is a 409 CONFLICT. ' +
+          `An account or institution the caller cannot see is 404. ${SCOPE_NOTE}`,
+        security: SECURED,
+        body: CreateUserBody,
+        response: { 201: AdminUserResponse, ...errorResponses(400, 401, 403, 404, 409) },
+      },
+      ...admin,
+    },
+    async (request, reply) => reply.status(201).send({ success: true, data: await service.createUser(authOf(request), request.body) }),
+  );
+
+  app.get(
+    '/api/admin/users',
+    {
+      schema: {
+        tags,
+        summary: 'List users',
+        description:
+          'Superadmin: all; account admin: users of its account; institution admin: members of the institutions it administers. Filters: ' +
+          'account (space-separated ids), institution (members of it), search (literal case-insensitive substring of e-mail, fname, lname). ' +
+          "Sorted by e-mail. memberships lists only institutions of the caller's accounts.",
+        security: SECURED,
+        querystring: UsersQuery,
+        response: { 200: UsersListResponse, ...errorResponses(400, 401, 403) },
+      },
+      ...admin,
+    },
+    async (request) => service.listUsers(authOf(request), request.query),
+  );
+
+  app.get(
+    '/api/admin/user/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Read a user',
+        description: `Superadmin any; account admin the users of its account; institution admin the members of institutions it administers. ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        response: { 200: AdminUserResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => ({ success: true, data: await service.getUser(authOf(request), request.params.id) }),
+  );
+
+  app.patch(
+    '/api/admin/user/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Update a user',
+        description:
+          'As reading, and: only a superadmin changes a superadmin; an institution admin changes only plain users (role user) of its account. ' +
+          'role: an account admin grants at most accountadmin, an institution admin only user. status disabled ends every session of the ' +
+          `user at once; a new password also ends them. ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        body: PatchUserBody,
+        response: { 200: AdminUserResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => ({ success: true, data: await service.updateUser(authOf(request), request.params.id, request.body) }),
+  );
+
+  app.delete(
+    '/api/admin/user/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Delete a user with their sessions, enrolments and personal data',
+        description: `Needs users.delete (superadmin, account admin of the user's account; only a superadmin deletes a superadmin). Nobody deletes themselves (403). ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => {
+      await service.deleteUser(authOf(request), request.params.id);
+      return { success: true, message: 'User deleted' };
+    },
+  );
+
+  app.post(
+    '/api/admin/user/:id/credits',
+    {
+      schema: {
+        tags,
+        summary: "Top up (or correct) a user's own balance",
+        description:
+          `Needs users.credits on the user (superadmin, account admin of the user's account). One atomic statement adds amount; a negative ` +
+          `amount that would take the balance below zero is a 400 and changes nothing. ${SCOPE_NOTE}`,
+        security: SECURED,
+        params: IdParams,
+        body: CreditsBody,
+        response: { 200: CreditsResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => ({ success: true, data: await service.addUserCredits(authOf(request), request.params.id, request.body.amount) }),
+  );
+
+  // ───────────── memberships ─────────────
+
+  app.post(
+    '/api/admin/membership',
+    {
+      schema: {
+        tags,
+        summary: 'Enrol a user in an institution, or change their role there',
+        description:
+          '201 when the enrolment is new (a new member of an institution with poolCredits false receives its creditAward once), 200 when it ' +
+          'existed (role changed or unchanged). Needs memberships.edit on the institution. Except for a superadmin, the user must belong to ' +
+          "the institution's account (403), and institution admins change only plain users' enrolments. " +
+          SCOPE_NOTE,
+        security: SECURED,
+        body: MembershipBody,
+        response: { 200: MembershipResponse, 201: MembershipResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request, reply) => {
+      const result = await service.enrol(authOf(request), request.body);
+      return reply.status(result.created ? 201 : 200).send({ success: true, message: result.message, data: result.data });
+    },
+  );
+
+  app.delete(
+    '/api/admin/membership',
+    {
+      schema: {
+        tags,
+        summary: 'End the enrolment of a user in an institution',
+        description: `Same permissions as POST. 404 when the user is not enrolled there. ${SCOPE_NOTE}`,
+        security: SECURED,
+        body: MembershipDeleteBody,
+        response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => {
+      await service.unenrol(authOf(request), request.body);
+      return { success: true, message: 'Enrolment ended' };
+    },
+  );
+
+  return service;
+}
