@@ -47,6 +47,13 @@ describe('platform: errors, operations, OpenAPI', () => {
     assert.equal(res.json().error.details[0].field, 'fname');
   });
 
+  test('an over-long path id → 400 with the contract body, not a router error', async () => {
+    const { accessToken } = await login(t.app, world.superadmin.email);
+    const res = await t.app.inject({ method: 'GET', url: `/api/admin/account/${'x'.repeat(300)}`, headers: bearer(accessToken) });
+    assert.equal(res.statusCode, 400);
+    assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+  });
+
   test('healthz, readyz, request id', async () => {
     const h = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'req-abc-123' } });
     assert.equal(h.statusCode, 200);
