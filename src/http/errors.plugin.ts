@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { UpstreamError } from '../providers/llm/types.js';
 import { AppError, errorBody, type ErrorDetail } from '../shared/errors.js';
 
 interface AjvLikeError {
@@ -33,6 +34,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
       if (err.statusCode >= 500) request.log.error({ err }, err.message);
       for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
       return reply.status(err.statusCode).send(errorBody(err.code, err.message, err.details));
+    }
+    if (err instanceof UpstreamError) {
+      // The provider's own words stay in the log: they may name hosts or models the caller should not see.
+      request.log.warn({ err, upstreamStatus: err.status }, 'upstream provider failed');
+      return reply.status(502).send(errorBody('UPSTREAM_FAILED', 'The model provider failed; try again later'));
     }
     const fe = err as FastifyError & { validation?: AjvLikeError[]; validationContext?: string };
     if (fe.validation) {

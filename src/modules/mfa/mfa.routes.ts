@@ -38,7 +38,7 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
     '/api/user/me/mfa-enroll',
     {
       schema: {
-        tags: ['user'],
+        tags: ['mfa'],
         summary: 'Send the enrolment code of a pending MFA',
         description:
           'No body. Needs MFA pending (after PATCH /api/user/me {mfaEnabled: true}); otherwise 409 CONFLICT. Creates a challenge valid 5 minutes and ' +
@@ -55,7 +55,7 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
     '/api/user/me/mfa-verify',
     {
       schema: {
-        tags: ['user'],
+        tags: ['mfa'],
         summary: 'Verify the enrolment code: MFA becomes enrolled',
         description:
           'With the correct code of the caller\'s enrolment challenge, MFA is enrolled and this browser becomes a trusted device: the response sets ' +
@@ -78,7 +78,7 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
     '/api/auth/login/mfa',
     {
       schema: {
-        tags: ['auth'],
+        tags: ['auth', 'mfa'],
         summary: 'Second step of an MFA login: the e-mailed code',
         description:
           'Exchanges the challengeId returned by POST /api/auth/login (mfaRequired) and the e-mailed code for a token pair. With rememberDevice ' +
@@ -101,7 +101,7 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
     '/api/user/me/trusted-devices',
     {
       schema: {
-        tags: ['user'],
+        tags: ['mfa'],
         summary: 'The caller\'s active trusted devices',
         description: 'Not revoked and not expired, most recently used first. Each backs a 7-day MFA-skip cookie.',
         security: SECURED,
@@ -116,7 +116,7 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
     '/api/user/me/trusted-devices/:id',
     {
       schema: {
-        tags: ['user'],
+        tags: ['mfa'],
         summary: 'Revoke a trusted device',
         description: 'Its browser has to enter a code again at its next login. 404 when the caller has no such active device (also for another user\'s device).',
         security: SECURED,
@@ -137,7 +137,7 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
       '/api/dev/outbox',
       {
         schema: {
-          tags: ['ops'],
+          tags: ['dev'],
           summary: 'Development mail outbox (not in production)',
           description:
             'Messages kept when SMTP_URL is not set, latest first, so that codes can be read during development. No authentication; the route ' +
