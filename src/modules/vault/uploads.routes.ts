@@ -1,5 +1,202 @@
+import multipart from '@fastify/multipart';
+import { Type, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
+import { authOf, requireAuth, SECURED } from '../../http/auth.js';
 import type { App } from '../../http/types.js';
+import { Worker } from '../../platform/jobs.js';
+import { createBlobStorage } from '../../providers/storage/index.js';
+import { envelope, errorResponses } from '../../shared/schemas.js';
+import { SUPPORTED_FORMATS } from './ingest/extract.js';
+import { INGEST_QUEUE, ingestGiveUp, ingestJobHandler, type IngestDeps } from './ingest/pipeline.js';
+import { checkEmbedder } from './ingest/reembed.js';
+import { presentUpload, UploadSchema } from './uploads.presenters.js';
+import { ListUploadsQuery, PatchUploadBody, UploadEnvelope, UploadForm, UploadIdParams, UploadListEnvelope } from './uploads.schemas.js';
+import { UploadsService, type UploadPart } from './uploads.service.js';
+
+/** `attachment` with an ASCII fallback name and the exact name in RFC 5987 form (RFC 6266). */
+export function contentDisposition(name: string): string {
+  const fallback = name.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_') || 'file';
+  const encoded = encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return `attachment; filename="${fallback}"; filename*=UTF-8''${encoded}`;
+}
 
 /** Uploads: multipart upload, list, get, download, update, delete; starts the ingestion workers. */
-export async function uploadRoutes(_app: App, _ctx: AppContext): Promise<void> {}
+export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
+  const { config } = ctx;
+  const storage = createBlobStorage(config);
+  const service = new UploadsService(ctx, storage);
+  const authenticated = requireAuth(ctx);
+  const limits = { fileSize: config.uploadMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 };
+
+  // Multipart parsing only for the upload route: registered in its own encapsulated scope.
+  await app.register(async (scoped) => {
+    await scoped.register(multipart, { limits, throwFileSizeLimit: false });
+    const r = scoped.withTypeProvider<TypeBoxTypeProvider>();
+    r.post(
+      '/api/user/files',
+      {
+        schema: {
+          tags: ['vault'],
+          summary: 'Upload a file into the vault',
+          description:
+            `multipart/form-data with one part \`file\` and optional fields (see the body). Supported: ${SUPPORTED_FORMATS.join(', ')}; ` +
+            `anything else is a 400 and nothing is stored. At most ${config.uploadMaxBytes} bytes (UPLOAD_MAX_BYTES): over it, 413. ` +
+            'The file is stored, then ingested in the background (extract → chunk → embed → index): the record starts in status ' +
+            '`processing` (see `stage`, `progress`) and becomes `active` with `chunkCount`, or `error` with `error_message`. ' +
+            'Scope defaults to the collection\'s scope, else `instance` when an institution is given or current, else `personal`. ' +
+            'Instance and account files count against the institution\'s maxFiles (403 once reached, checked under a lock so ' +
+            'concurrent uploads cannot exceed it); with disableFileUploadForUser only its administrators (vault.admin) may upload (403).',
+          security: SECURED,
+          consumes: ['multipart/form-data'],
+          body: UploadForm,
+          response: { 201: UploadEnvelope, ...errorResponses(400, 401, 403, 404, 413) },
+        },
+        // The body is a stream read by the handler; the schema above documents the form only.
+        preValidation: async (request) => {
+          if (request.isMultipart()) request.body = {};
+        },
+        preHandler: authenticated,
+      },
+      async (request, reply) => {
+        const parts = request.parts({ limits }) as AsyncIterable<UploadPart>;
+        const row = await service.create(authOf(request), parts);
+        return reply.status(201).send({ success: true, data: presentUpload(row) });
+      },
+    );
+  });
+
+  app.get(
+    '/api/user/files',
+    {
+      schema: {
+        tags: ['vault'],
+        summary: 'List vault files',
+        description:
+          'Without `scope`: your personal files plus, for the institution given (or your current one), its instance files and its ' +
+          'account\'s shared files. With `scope`: that scope only (instance/account: of the institution given or current; of all ' +
+          'your institutions when you have none). Private files of others never appear. Newest first.',
+        security: SECURED,
+        querystring: ListUploadsQuery,
+        response: { 200: UploadListEnvelope, ...errorResponses(400, 401, 403) },
+      },
+      preHandler: authenticated,
+    },
+    async (request) => {
+      const { rows, total, page, pageSize } = await service.list(authOf(request), request.query);
+      return envelope(rows.map(presentUpload), total, page, pageSize);
+    },
+  );
+
+  app.get(
+    '/api/user/files/:id',
+    {
+      schema: {
+        tags: ['vault'],
+        summary: 'One vault file (poll it to follow ingestion)',
+        security: SECURED,
+        params: UploadIdParams,
+        response: { 200: UploadEnvelope, ...errorResponses(400, 401, 404) },
+      },
+      preHandler: authenticated,
+    },
+    async (request) => ({ success: true, data: presentUpload(await service.get(authOf(request), request.params.id)) }),
+  );
+
+  app.get(
+    '/api/user/files/:id/download',
+    {
+      schema: {
+        tags: ['vault'],
+        summary: 'Download the original bytes of a file',
+        description: 'Served as an attachment with the stored media type and the original name (RFC 6266 `filename*`). Deleted files: 404.',
+        security: SECURED,
+        params: UploadIdParams,
+        response: { 200: Type.Unsafe<unknown>({ type: 'string', format: 'binary', description: 'The file' }), ...errorResponses(400, 401, 404) },
+      },
+      preHandler: authenticated,
+    },
+    async (request, reply) => {
+      const { upload, stream } = await service.download(authOf(request), request.params.id);
+      reply
+        .header('content-type', upload.mimetype)
+        .header('content-length', String(upload.filesize))
+        .header('content-disposition', contentDisposition(upload.originalname))
+        .header('x-content-type-options', 'nosniff')
+        .header('content-security-policy', "sandbox; default-src 'none'");
+      return reply.send(stream);
+    },
+  );
+
+  app.patch(
+    '/api/user/files/:id',
+    {
+      schema: {
+        tags: ['vault'],
+        summary: 'Update a file: title, status, collection, privacy',
+        description:
+          'For the owner, or a vault administrator of its institution (instance) or account (account); others who see it get 403. ' +
+          '`status` moves only between active, inactive and selected (409 while processing, after an error, or once deleted). ' +
+          '`collection` must be a visible collection of the same scope and place; null moves the file to the vault root. ' +
+          'Only the owner may change `is_private`.',
+        security: SECURED,
+        params: UploadIdParams,
+        body: PatchUploadBody,
+        response: { 200: UploadEnvelope, ...errorResponses(400, 401, 403, 404, 409) },
+      },
+      preHandler: authenticated,
+    },
+    async (request) => ({ success: true, data: presentUpload(await service.update(authOf(request), request.params.id, request.body)) }),
+  );
+
+  app.delete(
+    '/api/user/files/:id',
+    {
+      schema: {
+        tags: ['vault'],
+        summary: 'Delete a file',
+        description:
+          'Status becomes `deleted` and its chunks are removed in the same transaction, so it leaves search at once; the stored ' +
+          'bytes are removed. Deleting a deleted file is a no-op. Owner or vault administrator only (403).',
+        security: SECURED,
+        params: UploadIdParams,
+        response: { 200: Type.Object({ success: Type.Boolean(), message: Type.String(), data: UploadSchema }), ...errorResponses(400, 401, 403, 404) },
+      },
+      preHandler: authenticated,
+    },
+    async (request) => ({ success: true, message: 'File deleted', data: presentUpload(await service.remove(authOf(request), request.params.id)) }),
+  );
+
+  // ───────────── background ingestion ─────────────
+
+  const deps: IngestDeps = {
+    db: ctx.db,
+    storage,
+    embedder: () => ctx.providers.embedder,
+    config,
+    clock: ctx.clock,
+    log: ctx.log,
+    singleConnection: ctx.database.kind === 'pglite',
+  };
+  const workers: Worker[] = [];
+
+  app.addHook('onReady', async () => {
+    try {
+      // Never mix vectors of two models: a changed embedder makes ingestion refuse until re-embedding.
+      const check = await checkEmbedder(ctx);
+      if (check.status === 'recorded' || check.status === 'adopted') ctx.log.info({ embedder: check.embedder }, `embedder ${check.status}`);
+    } catch (err) {
+      ctx.log.error({ err }, 'embedder check failed');
+    }
+    for (let i = 0; i < config.ingestWorkers; i++) {
+      const worker = new Worker({ db: ctx.db, queue: INGEST_QUEUE, handler: ingestJobHandler(deps), onGiveUp: ingestGiveUp(deps), log: ctx.log, clock: ctx.clock });
+      worker.start();
+      workers.push(worker);
+    }
+  });
+
+  // preClose, not onClose: onClose hooks run in reverse order of registration, so app.ts's hook that
+  // closes the database (added after the routes) would run first; the workers must stop before it.
+  app.addHook('preClose', async () => {
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+  });
+}

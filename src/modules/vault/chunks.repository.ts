@@ -1,0 +1,113 @@
+import { sql } from 'drizzle-orm';
+import { rowsOf, type DbOrTx } from '../../db/client.js';
+import type { AuthContext } from '../identity/auth-context.js';
+import { visibleCondition, type ScopedRecord } from './vault.policy.js';
+
+export interface ChunkRow {
+  id: string;
+  uploadId: string;
+  index: number;
+  text: string;
+  tokens: number;
+}
+
+/** The upload a chunk belongs to, with what the policy and the sanitize call need. */
+export interface ChunkUpload extends ScopedRecord {
+  id: string;
+  status: string;
+  isPrivate: boolean;
+  /** The summary model override of the upload's institution, if any. */
+  summaryModel: string | null;
+}
+
+interface RawChunkWithUpload {
+  id: string;
+  upload_id: string;
+  chunk_index: number;
+  text: string;
+  tokens: number;
+  u_scope: string;
+  u_owner_user_id: string;
+  u_institution_id: string | null;
+  u_account_id: string;
+  u_is_private: boolean;
+  u_status: string;
+  summary_model: string | null;
+}
+
+const uploadOf = (r: RawChunkWithUpload): ChunkUpload => ({
+  id: r.upload_id,
+  scope: r.u_scope,
+  ownerUserId: r.u_owner_user_id,
+  institutionId: r.u_institution_id,
+  accountId: r.u_account_id,
+  isPrivate: r.u_is_private,
+  status: r.u_status,
+  summaryModel: r.summary_model,
+});
+
+const chunkOf = (r: { id: string; upload_id: string; chunk_index: number; text: string; tokens: number }): ChunkRow => ({
+  id: r.id,
+  uploadId: r.upload_id,
+  index: Number(r.chunk_index),
+  text: r.text,
+  tokens: Number(r.tokens),
+});
+
+/** A chunk and its upload, when the caller can see the upload (chunks are as visible as their file). */
+export async function findVisibleChunk(db: DbOrTx, auth: AuthContext, chunkId: string): Promise<{ chunk: ChunkRow; upload: ChunkUpload } | undefined> {
+  const [row] = await rowsOf<RawChunkWithUpload>(
+    db,
+    sql`select ch.id, ch.upload_id, ch.chunk_index, ch.text, ch.tokens,
+               u.scope as u_scope, u.owner_user_id as u_owner_user_id, u.institution_id as u_institution_id,
+               u.account_id as u_account_id, u.is_private as u_is_private, u.status as u_status,
+               i.summary_model
+          from chunks ch
+          join uploads u on u.id = ch.upload_id
+          left join institutions i on i.id = u.institution_id
+         where ch.id = ${chunkId} and ${visibleCondition(auth, 'u', { hasPrivateFlag: true })}`,
+  );
+  return row ? { chunk: chunkOf(row), upload: uploadOf(row) } : undefined;
+}
+
+export async function isUploadVisible(db: DbOrTx, auth: AuthContext, uploadId: string): Promise<boolean> {
+  const [row] = await rowsOf<{ id: string }>(db, sql`select u.id from uploads u where u.id = ${uploadId} and ${visibleCondition(auth, 'u', { hasPrivateFlag: true })}`);
+  return Boolean(row);
+}
+
+/** One page of an upload's chunks in reading order, and how many there are. */
+export async function listChunks(db: DbOrTx, uploadId: string, offset: number, limit: number): Promise<{ rows: ChunkRow[]; total: number }> {
+  const [count] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from chunks where upload_id = ${uploadId}`);
+  const rows = await rowsOf<{ id: string; upload_id: string; chunk_index: number; text: string; tokens: number }>(
+    db,
+    sql`select id, upload_id, chunk_index, text, tokens from chunks where upload_id = ${uploadId} order by chunk_index, id offset ${offset} limit ${limit}`,
+  );
+  return { rows: rows.map(chunkOf), total: Number(count?.n ?? 0) };
+}
+
+/**
+ * Saves new text with its token count, vector (pgvector text form '[..]') and full-text index, and moves the upload's text_tokens
+ * by the difference. Run inside a transaction: the text, its vector and its index change together.
+ */
+export async function replaceChunkText(tx: DbOrTx, chunkId: string, text: string, tokens: number, vectorText: string, now: Date): Promise<ChunkRow | undefined> {
+  const [old] = await rowsOf<{ upload_id: string; tokens: number }>(tx, sql`select upload_id, tokens from chunks where id = ${chunkId} for update`);
+  if (!old) return undefined;
+  const [row] = await rowsOf<{ id: string; upload_id: string; chunk_index: number; text: string; tokens: number }>(
+    tx,
+    sql`update chunks
+           set text = ${text}, tokens = ${tokens}, embedding = ${vectorText}::vector,
+               tsv = to_tsvector('english', ${text}), updated_at = ${now.toISOString()}
+         where id = ${chunkId}
+     returning id, upload_id, chunk_index, text, tokens`,
+  );
+  const delta = tokens - Number(old.tokens);
+  if (delta !== 0) {
+    await tx.execute(sql`update uploads set text_tokens = greatest(text_tokens + ${delta}, 0), updated_at = ${now.toISOString()} where id = ${old.upload_id}`);
+  }
+  return row ? chunkOf(row) : undefined;
+}
+
+/** Adds model tokens to the upload's counter in one atomic statement (never read-modify-write). */
+export async function addTokensUsed(db: DbOrTx, uploadId: string, tokens: number): Promise<void> {
+  await db.execute(sql`update uploads set tokens_used = tokens_used + ${tokens} where id = ${uploadId}`);
+}

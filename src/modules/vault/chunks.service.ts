@@ -1,0 +1,102 @@
+import type { AppContext } from '../../context.js';
+import { buildSanitizeRequest } from '../../providers/llm/index.js';
+import { UpstreamError } from '../../providers/llm/types.js';
+import { badField, conflict, forbidden, notFound, upstreamFailed } from '../../shared/errors.js';
+import { envelope } from '../../shared/schemas.js';
+import type { AuthContext } from '../identity/auth-context.js';
+import * as repo from './chunks.repository.js';
+import type { ChunkRow, ChunkUpload } from './chunks.repository.js';
+import { countTokens } from './ingest/chunker.js';
+import { EMBEDDER_CHANGED_MESSAGE, embedderMatches, vectorLiteral } from './ingest/pipeline.js';
+import { canModify } from './vault.policy.js';
+
+export function presentChunk(c: ChunkRow) {
+  return { _id: c.id, upload: c.uploadId, index: c.index, text: c.text, tokens: c.tokens };
+}
+
+/** Whatever a provider threw after its own retries: the HTTP answer is a 502 without provider internals. */
+function isUpstreamFailure(err: unknown): boolean {
+  return err instanceof UpstreamError || (err instanceof Error && err.name === 'UpstreamError');
+}
+
+/**
+ * Embedding chunks of vault files: read, edit (re-embed and re-index) and the AI sanitize preview.
+ * A chunk is exactly as visible as its file (vault policy); changing it needs the right to change the file.
+ */
+export class ChunksService {
+  constructor(private readonly ctx: AppContext) {}
+
+  private async visible(auth: AuthContext, chunkId: string): Promise<{ chunk: ChunkRow; upload: ChunkUpload }> {
+    const found = await repo.findVisibleChunk(this.ctx.db, auth, chunkId);
+    if (!found) throw notFound('Embedding chunk');
+    return found;
+  }
+
+  async get(auth: AuthContext, chunkId: string) {
+    return presentChunk((await this.visible(auth, chunkId)).chunk);
+  }
+
+  async listForUpload(auth: AuthContext, uploadId: string, page: number, pageSize: number) {
+    if (!(await repo.isUploadVisible(this.ctx.db, auth, uploadId))) throw notFound('File');
+    const { rows, total } = await repo.listChunks(this.ctx.db, uploadId, (page - 1) * pageSize, pageSize);
+    return envelope(rows.map(presentChunk), total, page, pageSize);
+  }
+
+  /**
+   * Replaces the text. The vector is computed first, outside any transaction (a slow provider must not
+   * hold row locks); then text, token count, vector and full-text index are written in one transaction.
+   */
+  async update(auth: AuthContext, chunkId: string, body: { sanitizedText?: string; text?: string }) {
+    if (body.sanitizedText !== undefined && body.text !== undefined) throw badField('text', 'Give either sanitizedText or text, not both');
+    const text = body.sanitizedText ?? body.text;
+    if (text === undefined) throw badField('sanitizedText', 'sanitizedText (or text) is required');
+
+    const { upload } = await this.visible(auth, chunkId);
+    if (!canModify(auth, upload)) throw forbidden('Only the owner of the file or a vault administrator may change its chunks');
+    if (upload.status === 'deleted') throw conflict('The file is deleted; its chunks can no longer be changed');
+
+    const embedder = this.ctx.providers.embedder;
+    // Vectors of two embedders are never mixed: after a change of embedder, only a re-embed of everything helps.
+    if (!(await embedderMatches(this.ctx.db, embedder, this.ctx.clock.now()))) throw conflict(`The stored vectors come from another embedder (${EMBEDDER_CHANGED_MESSAGE})`);
+    let vector: string;
+    try {
+      const [embedded] = await embedder.embed([text]);
+      if (!embedded) throw new Error('The embedder returned no vector');
+      vector = vectorLiteral(embedded, embedder.dimensions);
+    } catch (err) {
+      if (isUpstreamFailure(err)) {
+        this.ctx.log.warn({ err }, 'embedding provider failed while re-embedding a chunk');
+        throw upstreamFailed('The embedding provider failed; the chunk was not changed');
+      }
+      throw err;
+    }
+    const tokens = countTokens(text);
+    const saved = await this.ctx.db.transaction((tx) => repo.replaceChunkText(tx, chunkId, text, tokens, vector, this.ctx.clock.now()));
+    if (!saved) throw notFound('Embedding chunk');
+    return presentChunk(saved);
+  }
+
+  /**
+   * AI clean-up preview of the chunk text with the summary model of the file's institution (its
+   * override, else the provider's default; personal files: the default). Nothing is saved except the
+   * token usage, which is added to the file's tokens_used atomically.
+   */
+  async sanitize(auth: AuthContext, chunkId: string) {
+    const { chunk, upload } = await this.visible(auth, chunkId);
+    if (upload.status === 'deleted') throw conflict('The file is deleted; its chunks can no longer be changed');
+    const model = upload.institutionId && upload.summaryModel ? upload.summaryModel : undefined;
+    let result;
+    try {
+      result = await this.ctx.providers.chatModel.complete(buildSanitizeRequest(chunk.text, model));
+    } catch (err) {
+      if (isUpstreamFailure(err)) {
+        this.ctx.log.warn({ err }, 'model provider failed during sanitize');
+        throw upstreamFailed('The model provider failed; try again later');
+      }
+      throw err;
+    }
+    const tokensUsed = Math.max(0, Math.round(result.usage.totalTokens));
+    if (tokensUsed > 0) await repo.addTokensUsed(this.ctx.db, upload.id, tokensUsed);
+    return { success: true, sanitizedText: result.text, tokensUsed, model: result.model };
+  }
+}

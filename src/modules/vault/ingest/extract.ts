@@ -1,0 +1,426 @@
+/**
+ * Turns an uploaded file into plain text for chunking and embedding.
+ *
+ * Output conventions (the chunker relies on them):
+ * - paragraphs are separated by a blank line, headings are markdown `#` lines (HTML, DOCX, MD);
+ * - CSV: a `Columns: a, b, c` line, then one line per row written as `a: value; b: value` using the
+ *   header row, so that every row stays understandable when a chunk holds only some rows of the table;
+ * - JSON becomes one `path.to[0].key: value` line per leaf, in document order (JSON Lines too);
+ * - HTML tables become one `cell | cell` line per row; images give their alt text;
+ * - PDF pages are joined with a blank line and the page count is returned;
+ * - line endings are `\n`, NUL characters are removed (Postgres text columns reject them).
+ */
+import { compile, type DomNode, type FormatCallback, type HtmlToTextOptions } from 'html-to-text';
+import mammoth from 'mammoth';
+import { extractText as extractPdfText, getDocumentProxy } from 'unpdf';
+
+export const SUPPORTED_FORMATS = ['txt', 'md', 'csv', 'json', 'html', 'pdf', 'docx'] as const;
+export type Format = (typeof SUPPORTED_FORMATS)[number];
+
+export interface ExtractedDocument {
+  text: string;
+  /** Number of pages, for PDFs only. */
+  pages?: number;
+  format: Format;
+}
+
+export interface ExtractInput {
+  buffer: Buffer;
+  mimetype: string;
+  originalname: string;
+}
+
+/** A file that cannot be turned into text; `message` is safe to show to the uploader. */
+export class ExtractionError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ExtractionError';
+  }
+}
+
+const EXTENSIONS: Record<string, Format> = {
+  txt: 'txt',
+  text: 'txt',
+  log: 'txt',
+  md: 'md',
+  markdown: 'md',
+  mdown: 'md',
+  csv: 'csv',
+  tsv: 'csv',
+  json: 'json',
+  jsonl: 'json',
+  ndjson: 'json',
+  html: 'html',
+  htm: 'html',
+  xhtml: 'html',
+  pdf: 'pdf',
+  docx: 'docx',
+};
+
+const MIMETYPES: Record<string, Format> = {
+  'text/plain': 'txt',
+  'text/markdown': 'md',
+  'text/x-markdown': 'md',
+  'text/csv': 'csv',
+  'application/csv': 'csv',
+  'text/tab-separated-values': 'csv',
+  'application/json': 'json',
+  'text/json': 'json',
+  'application/x-ndjson': 'json',
+  'application/jsonl': 'json',
+  'text/html': 'html',
+  'application/xhtml+xml': 'html',
+  'application/pdf': 'pdf',
+  'application/vnd.openxmlformats-officedocument.wordprocessingml.document': 'docx',
+};
+
+function extensionOf(originalname: string): string {
+  const base = originalname.split(/[\\/]/).pop() ?? '';
+  const dot = base.lastIndexOf('.');
+  return dot > 0 ? base.slice(dot + 1).toLowerCase() : '';
+}
+
+/** The format of a file: its extension decides when known (browsers often send octet-stream), else its mimetype. */
+export function detectFormat(mimetype: string, originalname: string): Format | null {
+  const byExtension = EXTENSIONS[extensionOf(originalname)];
+  if (byExtension) return byExtension;
+  const mime = (mimetype.split(';')[0] ?? '').trim().toLowerCase();
+  const byMime = MIMETYPES[mime];
+  if (byMime) return byMime;
+  if (/^application\/[\w.+-]+\+json$/.test(mime)) return 'json';
+  return null;
+}
+
+export async function extractText(input: ExtractInput): Promise<ExtractedDocument> {
+  const format = detectFormat(input.mimetype, input.originalname);
+  if (!format) {
+    const ext = extensionOf(input.originalname);
+    throw new ExtractionError(
+      `Unsupported file type: ${ext ? `.${ext}` : '(no extension)'} (${input.mimetype || 'unknown type'}). ` +
+        `Supported: ${SUPPORTED_FORMATS.join(', ')}`,
+    );
+  }
+
+  let text: string;
+  let pages: number | undefined;
+  switch (format) {
+    case 'txt':
+    case 'md':
+      text = decodeText(input.buffer);
+      break;
+    case 'csv':
+      text = csvToText(decodeText(input.buffer), extensionOf(input.originalname) === 'tsv' ? '\t' : undefined);
+      break;
+    case 'json':
+      text = jsonToText(decodeText(input.buffer));
+      break;
+    case 'html':
+      text = htmlToText(decodeText(input.buffer));
+      break;
+    case 'pdf':
+      ({ text, pages } = await pdfToText(input.buffer));
+      break;
+    case 'docx':
+      text = await docxToText(input.buffer);
+      break;
+  }
+
+  text = cleanText(text);
+  if (!text) throw new ExtractionError('File contains no text');
+  return pages === undefined ? { text, format } : { text, pages, format };
+}
+
+/** Unifies line endings, drops NULs and trailing spaces, collapses runs of blank lines. */
+function cleanText(text: string): string {
+  return text
+    .replace(/\r\n?/g, '\n')
+    .replace(/\u0000/g, '')
+    .replace(/[ \t]+$/gm, '')
+    .replace(/\n{3,}/g, '\n\n')
+    .trim();
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** UTF-8 (BOM stripped) when valid; UTF-16 when it has a BOM; otherwise latin1, which never fails. */
+export function decodeText(buffer: Buffer): string {
+  if (buffer.length >= 2 && buffer[0] === 0xff && buffer[1] === 0xfe) return buffer.subarray(2).toString('utf16le');
+  if (buffer.length >= 2 && buffer[0] === 0xfe && buffer[1] === 0xff) {
+    // Node has no utf16be codec: swap the bytes of a copy.
+    const copy = Buffer.from(buffer.subarray(2, buffer.length - (buffer.length % 2)));
+    return copy.swap16().toString('utf16le');
+  }
+  const body = buffer.length >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf ? buffer.subarray(3) : buffer;
+  try {
+    return utf8.decode(body);
+  } catch {
+    return body.toString('latin1');
+  }
+}
+
+// ---------------------------------------------------------------- CSV
+
+/**
+ * RFC 4180 parsing: quoted fields may hold delimiters, doubled quotes and line breaks.
+ * Fields are taken as slices of the input (not built char by char): large files parse quickly.
+ */
+function parseCsv(text: string, delimiter: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  const d = delimiter.charCodeAt(0);
+  const n = text.length;
+  let i = 0;
+  for (;;) {
+    // one field starts at i (a quoted field may be preceded by blanks)
+    let field: string;
+    let j = i;
+    while (j < n && text.charCodeAt(j) !== d && (text.charCodeAt(j) === 32 || text.charCodeAt(j) === 9)) j++;
+    if (j < n && text.charCodeAt(j) === 34 /* " */) {
+      // quoted: up to the closing quote, "" standing for "
+      const parts: string[] = [];
+      let from = j + 1;
+      for (;;) {
+        const q = text.indexOf('"', from);
+        if (q === -1) {
+          parts.push(text.slice(from)); // unterminated: keep the rest
+          i = n;
+          break;
+        }
+        parts.push(text.slice(from, q));
+        if (text.charCodeAt(q + 1) === 34) {
+          parts.push('"');
+          from = q + 2;
+        } else {
+          i = q + 1;
+          break;
+        }
+      }
+      field = parts.join('');
+      // anything between the closing quote and the delimiter is kept, as lenient parsers do
+      let k = i;
+      while (k < n && text.charCodeAt(k) !== d && text.charCodeAt(k) !== 10 && text.charCodeAt(k) !== 13) k++;
+      if (k > i) field += text.slice(i, k);
+      i = k;
+    } else {
+      let k = i;
+      while (k < n && text.charCodeAt(k) !== d && text.charCodeAt(k) !== 10 && text.charCodeAt(k) !== 13) k++;
+      field = text.slice(i, k);
+      i = k;
+    }
+    row.push(field);
+    if (i >= n) break;
+    const c = text.charCodeAt(i);
+    i++;
+    if (c === d) continue;
+    if (c === 13 && text.charCodeAt(i) === 10) i++;
+    rows.push(row);
+    row = [];
+    if (i >= n) break;
+  }
+  if (row.length > 0) rows.push(row);
+  return rows.filter((r) => r.some((f) => f.trim() !== ''));
+}
+
+/** Picks the delimiter (comma, semicolon, tab, pipe) that occurs most in the first line. */
+function sniffDelimiter(text: string): string {
+  const firstLine = text.slice(0, text.search(/\r?\n|$/));
+  let best = ',';
+  let bestCount = 0;
+  for (const candidate of [',', ';', '\t', '|']) {
+    const count = firstLine.split(candidate).length - 1;
+    if (count > bestCount) {
+      best = candidate;
+      bestCount = count;
+    }
+  }
+  return best;
+}
+
+/**
+ * `Columns: …` then one line per data row, `header: value` pairs joined with "; " (empty cells left
+ * out). Repeating the column names costs tokens but keeps each row meaningful on its own after chunking.
+ */
+function csvToText(raw: string, delimiter?: string): string {
+  const rows = parseCsv(raw, delimiter ?? sniffDelimiter(raw));
+  const header = rows[0];
+  if (!header) return '';
+  const names = header.map((h, i) => oneLine(h) || `column ${i + 1}`);
+  const lines: string[] = [`Columns: ${names.join(', ')}`];
+  for (let r = 1; r < rows.length; r++) {
+    const cells = rows[r] ?? [];
+    const pairs: string[] = [];
+    cells.forEach((cell, i) => {
+      const value = oneLine(cell);
+      if (value) pairs.push(`${names[i] ?? `column ${i + 1}`}: ${value}`);
+    });
+    if (pairs.length) lines.push(pairs.join('; '));
+  }
+  return lines.join('\n');
+}
+
+function oneLine(s: string): string {
+  return s.replace(/\s+/g, ' ').trim();
+}
+
+// ---------------------------------------------------------------- JSON
+
+/** The parsed document; JSON Lines (one value per line) is read as an array of those values. */
+function parseJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch (err) {
+    const lines = raw.split('\n').filter((line) => line.trim() !== '');
+    if (lines.length > 1) {
+      try {
+        return lines.map((line) => JSON.parse(line) as unknown);
+      } catch {
+        // not JSON Lines either: report the error of the whole document
+      }
+    }
+    throw new ExtractionError(`Invalid JSON: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * One `path: value` line per leaf (walked with an explicit stack, so deep nesting cannot overflow).
+ * Nested empty arrays/objects are kept as `path: []`; an empty document gives no text.
+ */
+function jsonToText(raw: string): string {
+  const root = parseJson(raw);
+  const lines: string[] = [];
+  const stack: Array<{ path: string; value: unknown }> = [{ path: '', value: root }];
+  while (stack.length) {
+    const { path, value } = stack.pop()!;
+    const prefix = path ? `${path}: ` : '';
+    if (Array.isArray(value)) {
+      if (value.length === 0 && path) lines.push(`${prefix}[]`);
+      for (let i = value.length - 1; i >= 0; i--) stack.push({ path: `${path}[${i}]`, value: value[i] });
+    } else if (value !== null && typeof value === 'object') {
+      const entries = Object.entries(value);
+      if (entries.length === 0 && path) lines.push(`${prefix}{}`);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, child] = entries[i]!;
+        const step = /^[\p{L}_$][\p{L}\p{N}_$-]*$/u.test(key) ? (path ? `.${key}` : key) : `[${JSON.stringify(key)}]`;
+        stack.push({ path: path + step, value: child });
+      }
+    } else {
+      lines.push(prefix + (typeof value === 'string' ? value : JSON.stringify(value)));
+    }
+  }
+  return lines.join('\n');
+}
+
+// ---------------------------------------------------------------- HTML (also used for DOCX)
+
+/** Headings become markdown `#` lines, so the chunker can start sections on them. */
+const markdownHeading: FormatCallback = (elem, walk, builder, formatOptions) => {
+  const level = Math.min(6, Math.max(1, Number(formatOptions['level']) || 1));
+  builder.openBlock({ leadingLineBreaks: 2 });
+  walk(elem.children, builder);
+  builder.closeBlock({
+    trailingLineBreaks: 2,
+    blockTransform: (s) => {
+      const t = oneLine(s);
+      return t ? `${'#'.repeat(level)} ${t}` : '';
+    },
+  });
+};
+
+/** An image is its alt text (the URL is noise). */
+const imageAlt: FormatCallback = (elem, _walk, builder) => {
+  const alt = typeof elem.attribs?.alt === 'string' ? oneLine(elem.attribs.alt) : '';
+  if (alt) builder.addInline(alt);
+};
+
+/**
+ * A table is one line per row, cells joined with " | ". Column alignment with spaces (the default)
+ * wastes tokens and breaks apart when a chunk boundary falls inside the table.
+ */
+const pipeTable: FormatCallback = (elem, walk, builder) => {
+  builder.openTable();
+  const visit = (node: DomNode): void => {
+    if (node.type !== 'tag') return;
+    if (node.name === 'thead' || node.name === 'tbody' || node.name === 'tfoot') {
+      node.children.forEach(visit);
+    } else if (node.name === 'tr') {
+      builder.openTableRow();
+      for (const cell of node.children) {
+        if (cell.type !== 'tag' || (cell.name !== 'td' && cell.name !== 'th')) continue;
+        builder.openTableCell();
+        walk(cell.children, builder);
+        builder.closeTableCell();
+      }
+      builder.closeTableRow();
+    }
+  };
+  elem.children.forEach(visit);
+  builder.closeTable({
+    leadingLineBreaks: 2,
+    trailingLineBreaks: 2,
+    tableToString: (rows) =>
+      rows
+        .map((cells) => cells.map((cell) => oneLine(cell.text)).filter((t) => t !== '').join(' | '))
+        .filter((line) => line !== '')
+        .join('\n'),
+  });
+};
+
+const HTML_OPTIONS: HtmlToTextOptions = {
+  wordwrap: false,
+  formatters: { markdownHeading, imageAlt, pipeTable },
+  selectors: [
+    ...[1, 2, 3, 4, 5, 6].map((level) => ({ selector: `h${level}`, format: 'markdownHeading', options: { level } })),
+    // Link text is content; URLs are noise for retrieval.
+    { selector: 'a', options: { ignoreHref: true } },
+    { selector: 'img', format: 'imageAlt' },
+    ...['script', 'style', 'noscript', 'template', 'svg', 'nav', 'iframe', 'object', 'canvas'].map((selector) => ({
+      selector,
+      format: 'skip',
+    })),
+    { selector: 'ul', options: { itemPrefix: ' - ' } },
+    { selector: 'table', format: 'pipeTable' },
+  ],
+};
+
+const convertHtml = compile(HTML_OPTIONS);
+
+function htmlToText(html: string): string {
+  return convertHtml(html);
+}
+
+// ---------------------------------------------------------------- PDF
+
+async function pdfToText(buffer: Buffer): Promise<{ text: string; pages: number }> {
+  let pageTexts: string[];
+  let pages: number;
+  try {
+    // pdf.js takes ownership of (detaches) the bytes it is given: hand it a copy.
+    const pdf = await getDocumentProxy(new Uint8Array(buffer), { verbosity: 0 });
+    try {
+      const result = await extractPdfText(pdf, { mergePages: false });
+      pageTexts = result.text;
+      pages = result.totalPages;
+    } finally {
+      await pdf.destroy().catch(() => undefined);
+    }
+  } catch (err) {
+    throw new ExtractionError(`Could not read PDF: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+  }
+  const nonEmpty = pageTexts.map((t) => t.trim()).filter((t) => t !== '');
+  if (nonEmpty.length === 0) throw new ExtractionError('PDF has no extractable text (scanned image?)');
+  return { text: nonEmpty.join('\n\n'), pages };
+}
+
+// ---------------------------------------------------------------- DOCX
+
+/** mammoth maps Word heading styles to <h1>…<h6>; the HTML conversion then turns them into `#` lines. */
+async function docxToText(buffer: Buffer): Promise<string> {
+  let html: string;
+  try {
+    // externalFileAccess stays off: a document must not make us read local files.
+    html = (await mammoth.convertToHtml({ buffer }, { externalFileAccess: false })).value;
+  } catch (err) {
+    throw new ExtractionError(`Could not read DOCX: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+  }
+  return htmlToText(html);
+}

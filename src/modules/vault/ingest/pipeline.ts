@@ -1,0 +1,274 @@
+import type { AppConfig } from '../../../config.js';
+import type { Db } from '../../../db/client.js';
+import { JobAbortedError, type Job, type JobContext, type WorkerLogger } from '../../../platform/jobs.js';
+import type { Embedder } from '../../../providers/embeddings/types.js';
+import { BlobNotFoundError, type BlobStorage } from '../../../providers/storage/index.js';
+import type { Clock } from '../../../shared/clock.js';
+import { newId } from '../../../shared/ids.js';
+import {
+  activateUpload,
+  deleteChunksOf,
+  findUploadById,
+  insertChunkBatch,
+  lockUploadStatus,
+  markIngestError,
+  readEmbedderState,
+  recordEmbedderIfAbsent,
+  setIngestProgress,
+  type ChunkToWrite,
+} from '../uploads.repository.js';
+import { chunkText } from './chunker.js';
+import { ExtractionError, extractText } from './extract.js';
+
+/**
+ * Ingestion of one upload, run by a job worker: load the stored file → extract its text → chunk →
+ * embed (in batches of EMBEDDINGS_BATCH_SIZE) → write every chunk with its vector and tsvector in
+ * multi-row inserts, in ONE transaction that also turns the upload 'active' (on PGlite, large files
+ * excepted: see `staged` below). Until that commit the upload is 'processing'; a retry starts from
+ * scratch.
+ *
+ * Failures end as status 'error' with a message the uploader can read: an ExtractionError's own
+ * message, else a one-line summary of what failed. Transient failures (the embedding provider, the
+ * database) are retried by the job queue first; the upload shows stage 'retrying' meanwhile.
+ */
+
+export const INGEST_QUEUE = 'vault.ingest';
+export const INGEST_MAX_ATTEMPTS = 3;
+
+export const EMBEDDER_CHANGED_MESSAGE = 'embedder changed: run `npm run cli -- reembed`';
+
+/** Rows per INSERT statement: large enough to amortise the statement, small enough for the parameter limit. */
+const INSERT_BATCH_ROWS = 200;
+/**
+ * On a single-connection database (PGlite), files with more chunks than this are written in staged
+ * batches of STAGED_BATCH_ROWS (each blocks the process ~0.2-0.6 s: PGlite runs statements
+ * synchronously on the main thread).
+ */
+export const ATOMIC_MAX_ROWS = 200;
+const STAGED_BATCH_ROWS = 100;
+
+/**
+ * PGlite statements and the local embedder resolve through microtasks only: without an explicit
+ * turn of the event loop, a whole ingestion would run without letting a single HTTP request in.
+ */
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export interface IngestDeps {
+  db: Db;
+  storage: BlobStorage;
+  /** Read lazily: a misconfigured provider fails the job with its own message, not the app. */
+  embedder: () => Embedder;
+  config: Pick<AppConfig, 'embeddings'>;
+  clock: Clock;
+  log: WorkerLogger;
+  /** The database runs one statement at a time for the whole app (PGlite): keep transactions short. */
+  singleConnection?: boolean;
+}
+
+export interface IngestOptions {
+  signal?: AbortSignal;
+  /** When false, a transient failure is thrown for the queue to retry instead of ending the upload. */
+  lastAttempt?: boolean;
+}
+
+export type IngestOutcome =
+  | { status: 'active'; chunkCount: number; textTokens: number; pages: number | null; timings: Record<string, number> }
+  | { status: 'error'; message: string }
+  | { status: 'skipped'; reason: string };
+
+/** An error whose message is already fit for the uploader; never retried. */
+class IngestFailure extends Error {
+  override name = 'IngestFailure';
+}
+
+const STAGE_LABEL: Record<string, string> = {
+  loading: 'Reading the stored file',
+  extracting: 'Text extraction',
+  chunking: 'Chunking',
+  embedding: 'Embedding',
+  indexing: 'Indexing',
+};
+
+const oneLine = (s: string, max = 300) => {
+  const line = s.replace(/\s+/g, ' ').trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+};
+
+/** pgvector's text form; non-finite numbers would be rejected by the cast, so they are caught here. */
+export function vectorLiteral(v: number[], dimensions: number): string {
+  if (v.length !== dimensions) throw new Error(`embedder returned ${v.length} numbers, expected ${dimensions}`);
+  for (const x of v) if (!Number.isFinite(x)) throw new Error('embedder returned a non-finite number');
+  return `[${v.join(',')}]`;
+}
+
+/** Whether the stored vectors were made by this embedder (recording it when nothing is recorded yet). */
+export async function embedderMatches(db: Db, embedder: Embedder, now: Date): Promise<boolean> {
+  const state = (await readEmbedderState(db)) ?? (await recordEmbedderIfAbsent(db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, now));
+  return state.id === embedder.id && state.dimensions === embedder.dimensions;
+}
+
+export async function ingestUpload(deps: IngestDeps, uploadId: string, options: IngestOptions = {}): Promise<IngestOutcome> {
+  const { db, clock, log } = deps;
+  const lastAttempt = options.lastAttempt ?? true;
+  const upload = await findUploadById(db, uploadId);
+  if (!upload) return { status: 'skipped', reason: 'upload not found' };
+  if (upload.status !== 'processing') return { status: 'skipped', reason: `upload is ${upload.status}` };
+
+  const timings: Record<string, number> = {};
+  let stage = 'loading';
+  let t = performance.now();
+  const lap = (name: string) => {
+    const now = performance.now();
+    timings[name] = Math.round(now - t);
+    t = now;
+  };
+  const progress = async (next: string, pct: number) => {
+    stage = next;
+    if (!(await setIngestProgress(db, uploadId, next, Math.round(pct), clock.now()))) throw new SkipIngest(`upload left processing during ${next}`);
+  };
+  let stagedWrites = false;
+  const checkAbort = () => {
+    if (options.signal?.aborted) throw new JobAbortedError('ingestion stopped');
+  };
+
+  try {
+    let embedder: Embedder;
+    try {
+      embedder = deps.embedder();
+    } catch (err) {
+      throw new IngestFailure(`Embedding provider is not available: ${oneLine((err as Error).message)}`);
+    }
+    if (!(await embedderMatches(db, embedder, clock.now()))) throw new IngestFailure(EMBEDDER_CHANGED_MESSAGE);
+
+    await progress('loading', 2);
+    let buffer: Buffer;
+    try {
+      buffer = await deps.storage.getBuffer(upload.storageKey);
+    } catch (err) {
+      if (err instanceof BlobNotFoundError) throw new IngestFailure('The stored file is missing; upload it again');
+      throw err;
+    }
+    lap('load');
+
+    await progress('extracting', 5);
+    const doc = await extractText({ buffer, mimetype: upload.mimetype, originalname: upload.originalname });
+    lap('extract');
+    checkAbort();
+
+    await progress('chunking', 15);
+    await yieldToEventLoop();
+    const pieces = chunkText(doc.text);
+    if (pieces.length === 0) throw new IngestFailure('File contains no text');
+    lap('chunk');
+    await yieldToEventLoop();
+
+    await progress('embedding', 20);
+    const batchSize = Math.max(1, deps.config.embeddings.batchSize);
+    const rows: ChunkToWrite[] = [];
+    let lastWrite = performance.now();
+    for (let i = 0; i < pieces.length; i += batchSize) {
+      checkAbort();
+      const batch = pieces.slice(i, i + batchSize);
+      const vectors = await embedder.embed(
+        batch.map((c) => c.text),
+        { signal: options.signal },
+      );
+      if (vectors.length !== batch.length) throw new Error(`embedder returned ${vectors.length} vectors for ${batch.length} texts`);
+      batch.forEach((c, j) => {
+        rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading ?? null, tokens: c.tokens, embedding: vectorLiteral(vectors[j]!, embedder.dimensions) });
+      });
+      await yieldToEventLoop();
+      // progress at most every 250 ms: each write is a statement the API waits behind on PGlite
+      if (performance.now() - lastWrite > 250 && i + batchSize < pieces.length) {
+        await progress('embedding', 20 + (70 * rows.length) / pieces.length);
+        lastWrite = performance.now();
+      }
+    }
+    lap('embed');
+    checkAbort();
+
+    await progress('indexing', 90);
+    const textTokens = rows.reduce((n, r) => n + r.tokens, 0);
+    const pages = doc.pages ?? null;
+    // On a single-connection database (PGlite) a transaction holds every other query of the app: one of
+    // thousands of rows (~3-6 ms each with the HNSW index) would stall the API for tens of seconds.
+    // There, a large file's chunks are written ahead in short autocommitted batches while the upload is
+    // still 'processing' (readers only use chunks of active files), and the last batch commits with
+    // the activation; on any failure the staged rows are removed again.
+    const staged = deps.singleConnection === true && rows.length > ATOMIC_MAX_ROWS;
+    let tail = rows;
+    if (staged) {
+      stagedWrites = true;
+      await deleteChunksOf(db, uploadId);
+      const cut = rows.length - STAGED_BATCH_ROWS;
+      for (let i = 0; i < cut; i += STAGED_BATCH_ROWS) {
+        checkAbort();
+        const end = Math.min(cut, i + STAGED_BATCH_ROWS);
+        await insertChunkBatch(db, uploadId, rows.slice(i, end), clock.now());
+        await yieldToEventLoop();
+        await progress('indexing', 90 + (9 * end) / rows.length);
+      }
+      tail = rows.slice(cut);
+    }
+    const activated = await db.transaction(async (tx) => {
+      const status = await lockUploadStatus(tx, uploadId);
+      if (status !== 'processing') {
+        if (staged) await deleteChunksOf(tx, uploadId);
+        return false;
+      }
+      // the model check again, under the row lock of the state: a re-embed or another node's model
+      // cannot slip in between the check and these rows
+      const state = await readEmbedderState(tx, { forUpdate: true });
+      if (state && (state.id !== embedder.id || state.dimensions !== embedder.dimensions)) throw new IngestFailure(EMBEDDER_CHANGED_MESSAGE);
+      if (!staged) await deleteChunksOf(tx, uploadId); // leftovers of an attempt that died mid-way
+      for (let i = 0; i < tail.length; i += INSERT_BATCH_ROWS) await insertChunkBatch(tx, uploadId, tail.slice(i, i + INSERT_BATCH_ROWS), clock.now());
+      await activateUpload(tx, uploadId, { chunkCount: rows.length, textTokens, pages, embeddingModel: embedder.id }, clock.now());
+      return true;
+    });
+    if (!activated) return { status: 'skipped', reason: 'upload left processing before indexing' };
+    lap('index');
+    log.info({ uploadId, chunks: rows.length, textTokens, pages, timings }, 'upload ingested');
+    return { status: 'active', chunkCount: rows.length, textTokens, pages, timings };
+  } catch (err) {
+    if (stagedWrites) await deleteChunksOf(db, uploadId).catch((e: unknown) => log.error({ err: e, uploadId }, 'could not remove staged chunks'));
+    if (err instanceof SkipIngest) return { status: 'skipped', reason: err.message };
+    if (err instanceof JobAbortedError || options.signal?.aborted) {
+      await setIngestProgress(db, uploadId, 'queued', 0, clock.now()).catch(() => false);
+      throw err instanceof JobAbortedError ? err : new JobAbortedError('ingestion stopped');
+    }
+    if (err instanceof ExtractionError || err instanceof IngestFailure) {
+      await markIngestError(db, uploadId, err.message, clock.now());
+      log.info({ uploadId, stage, reason: err.message }, 'upload rejected by ingestion');
+      return { status: 'error', message: err.message };
+    }
+    const summary = `${STAGE_LABEL[stage] ?? 'Ingestion'} failed: ${oneLine(err instanceof Error ? err.message : String(err))}`;
+    if (!lastAttempt) {
+      await setIngestProgress(db, uploadId, 'retrying', 0, clock.now()).catch(() => false);
+      throw err; // the queue retries with backoff
+    }
+    log.error({ err, uploadId, stage }, 'ingestion failed');
+    await markIngestError(db, uploadId, summary, clock.now()).catch(() => false);
+    return { status: 'error', message: summary };
+  }
+}
+
+class SkipIngest extends Error {
+  override name = 'SkipIngest';
+}
+
+/** The job handler of the ingestion queue. */
+export function ingestJobHandler(deps: IngestDeps) {
+  return async (payload: Record<string, unknown>, context: JobContext): Promise<void> => {
+    const uploadId = typeof payload.uploadId === 'string' ? payload.uploadId : '';
+    if (!uploadId) throw new Error('ingest job without uploadId');
+    await ingestUpload(deps, uploadId, { signal: context.signal, lastAttempt: context.lastAttempt });
+  };
+}
+
+/** A job that failed for good outside the pipeline (e.g. its workers kept dying) ends its upload too. */
+export function ingestGiveUp(deps: Pick<IngestDeps, 'db' | 'clock'>) {
+  return async (job: Job, error: string): Promise<void> => {
+    const uploadId = typeof job.payload.uploadId === 'string' ? job.payload.uploadId : '';
+    if (uploadId) await markIngestError(deps.db, uploadId, `Ingestion failed: ${oneLine(error)}`, deps.clock.now());
+  };
+}

@@ -1,0 +1,139 @@
+import type { AppConfig } from '../../../config.js';
+import type { Db } from '../../../db/client.js';
+import type { Embedder } from '../../../providers/embeddings/types.js';
+import { systemClock, type Clock } from '../../../shared/clock.js';
+import {
+  chunkTextsAfter,
+  countChunks,
+  createEmbeddingIndex,
+  dropEmbeddingIndex,
+  embeddingColumnDimensions,
+  readEmbedderState,
+  resizeEmbeddingColumn,
+  setEmbeddingModelOfIndexedUploads,
+  updateChunkEmbeddings,
+  writeEmbedderState,
+  type EmbedderState,
+} from '../uploads.repository.js';
+import { EMBEDDER_CHANGED_MESSAGE, vectorLiteral } from './pipeline.js';
+
+/** What re-embedding needs; an AppContext has it, and so does the CLI without an HTTP app. */
+export interface ReembedContext {
+  db: Db;
+  config: Pick<AppConfig, 'embeddings'>;
+  providers: { embedder: Embedder };
+  clock?: Clock;
+  log?: { info(obj: object, msg?: string): void; error(obj: object, msg?: string): void };
+}
+
+export interface ReembedResult {
+  embedder: string;
+  dimensions: number;
+  previous: EmbedderState | null;
+  chunks: number;
+  /** the column's dimension was changed */
+  resized: boolean;
+  ms: number;
+}
+
+/**
+ * Re-embeds every chunk with the current embedder, so that stored vectors never mix two models.
+ *
+ * 1. The new embedder is recorded at once with `complete: false`: from then on, nodes still running
+ *    the old model refuse to ingest (their final check fails), and nodes with the new one may.
+ * 2. The HNSW index is dropped (bulk updates into it are slow) and, when the dimension changed, the
+ *    vectors are nulled and the column altered to `vector(n)`.
+ * 3. Chunks are read in id order, embedded in batches of EMBEDDINGS_BATCH_SIZE, written back with
+ *    one multi-row UPDATE per batch; the index is rebuilt; the state becomes `complete: true`.
+ * Running it again after an interruption is safe: it simply starts over.
+ */
+export async function reembedAll(ctx: ReembedContext, options: { onProgress?: (done: number, total: number) => void } = {}): Promise<ReembedResult> {
+  const started = performance.now();
+  const clock = ctx.clock ?? systemClock;
+  const { db } = ctx;
+  const embedder = ctx.providers.embedder;
+  const previous = (await readEmbedderState(db)) ?? null;
+  const total = await countChunks(db);
+  const columnDims = await embeddingColumnDimensions(db);
+  const resized = columnDims !== embedder.dimensions;
+
+  await writeEmbedderState(db, { id: embedder.id, dimensions: embedder.dimensions, complete: false }, clock.now());
+  await db.transaction(async (tx) => {
+    await dropEmbeddingIndex(tx);
+    if (resized) await resizeEmbeddingColumn(tx, embedder.dimensions);
+  });
+
+  const batchSize = Math.max(1, ctx.config.embeddings.batchSize);
+  let done = 0;
+  let after = '';
+  for (;;) {
+    const page = await chunkTextsAfter(db, after, batchSize);
+    if (page.length === 0) break;
+    const vectors = await embedder.embed(page.map((c) => c.text));
+    if (vectors.length !== page.length) throw new Error(`embedder returned ${vectors.length} vectors for ${page.length} texts`);
+    await updateChunkEmbeddings(
+      db,
+      page.map((c, i) => ({ id: c.id, embedding: vectorLiteral(vectors[i]!, embedder.dimensions) })),
+      clock.now(),
+    );
+    done += page.length;
+    after = page[page.length - 1]!.id;
+    options.onProgress?.(done, total);
+  }
+
+  await createEmbeddingIndex(db);
+  await setEmbeddingModelOfIndexedUploads(db, embedder.id, clock.now());
+  await writeEmbedderState(db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
+  const result = { embedder: embedder.id, dimensions: embedder.dimensions, previous, chunks: done, resized, ms: Math.round(performance.now() - started) };
+  ctx.log?.info(result, 're-embedding finished');
+  return result;
+}
+
+export type EmbedderCheck =
+  | { status: 'recorded' | 'ok' | 'adopted'; embedder: string }
+  | { status: 'mismatch' | 'incomplete'; embedder: string; stored: EmbedderState; message: string }
+  | { status: 'unavailable'; message: string };
+
+/**
+ * At start: compares the embedder that wrote the stored vectors with the configured one.
+ * Nothing stored yet → the configured one is recorded (and the column sized for it when no chunk
+ * exists). A different one with chunks stored → an error is logged and ingestion refuses to run
+ * (uploads end in 'error' with the re-embed hint) until `npm run cli -- reembed` is run.
+ */
+export async function checkEmbedder(ctx: ReembedContext & { providers: { readonly embedder: Embedder } }): Promise<EmbedderCheck> {
+  const clock = ctx.clock ?? systemClock;
+  let embedder: Embedder;
+  try {
+    embedder = ctx.providers.embedder;
+  } catch (err) {
+    const message = `embedding provider unavailable: ${(err as Error).message}`;
+    ctx.log?.error({ err }, message);
+    return { status: 'unavailable', message };
+  }
+  const stored = await readEmbedderState(ctx.db);
+  const same = stored && stored.id === embedder.id && stored.dimensions === embedder.dimensions;
+  if (same && stored.complete) return { status: 'ok', embedder: embedder.id };
+  const chunks = await countChunks(ctx.db);
+  if (chunks === 0) {
+    // no vector to keep apart: adopt the configured embedder (resizing the empty column if needed)
+    if (!stored && (await embeddingColumnDimensions(ctx.db)) === embedder.dimensions) {
+      await writeEmbedderState(ctx.db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
+      return { status: 'recorded', embedder: embedder.id };
+    }
+    await reembedAll({ ...ctx, providers: { embedder } });
+    return { status: stored ? 'adopted' : 'recorded', embedder: embedder.id };
+  }
+  if (!stored) {
+    // vectors from before the bookkeeping existed: assume the configured model wrote them
+    await writeEmbedderState(ctx.db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
+    return { status: 'recorded', embedder: embedder.id };
+  }
+  if (same) {
+    const message = `a re-embedding with ${embedder.id} did not finish: run \`npm run cli -- reembed\` again`;
+    ctx.log?.error({ stored, chunks }, message);
+    return { status: 'incomplete', embedder: embedder.id, stored, message };
+  }
+  const message = `The stored vectors were made by ${stored.id} (${stored.dimensions} dims) but the configured embedder is ${embedder.id} (${embedder.dimensions} dims); ${EMBEDDER_CHANGED_MESSAGE}`;
+  ctx.log?.error({ stored, configured: embedder.id, chunks }, message);
+  return { status: 'mismatch', embedder: embedder.id, stored, message };
+}

@@ -1,0 +1,309 @@
+import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
+import { rowsOf, type DbOrTx } from '../../db/client.js';
+import { chunks, collections, institutions, systemState, uploads } from '../../db/schema.js';
+import type { AuthContext } from '../identity/auth-context.js';
+import { visibleCondition, type VaultScope } from './vault.policy.js';
+
+/** All SQL of uploads and their ingestion (chunk writes, embedder bookkeeping, re-embedding). */
+
+export type UploadRow = typeof uploads.$inferSelect;
+export type NewUpload = typeof uploads.$inferInsert;
+export type CollectionRef = Pick<typeof collections.$inferSelect, 'id' | 'scope' | 'institutionId' | 'accountId' | 'ownerUserId'>;
+
+const visibleUpload = (auth: AuthContext) => visibleCondition(auth, 'uploads', { hasPrivateFlag: true });
+
+// ───────────── reads through the access policy ─────────────
+
+export async function findVisibleUpload(db: DbOrTx, auth: AuthContext, id: string): Promise<UploadRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(uploads)
+    .where(and(eq(uploads.id, id), visibleUpload(auth)))
+    .limit(1);
+  return row;
+}
+
+export async function findVisibleCollection(db: DbOrTx, auth: AuthContext, id: string): Promise<CollectionRef | undefined> {
+  const [row] = await db
+    .select({ id: collections.id, scope: collections.scope, institutionId: collections.institutionId, accountId: collections.accountId, ownerUserId: collections.ownerUserId })
+    .from(collections)
+    .where(and(eq(collections.id, id), visibleCondition(auth, 'collections', { hasPrivateFlag: false })))
+    .limit(1);
+  return row;
+}
+
+export interface UploadListFilters {
+  scope?: VaultScope;
+  /** instance files of these institutions (scope instance) */
+  institutionId?: string;
+  /** account files of this account (scope account) */
+  accountId?: string;
+  /** a collection id, or null for the vault root */
+  collectionId?: string | null;
+  /** status in this list, or not in `statusNotIn` */
+  statusIn?: string[];
+  statusNotIn?: string[];
+  fileNameSearch?: string;
+}
+
+const list = (values: string[]): SQL => sql.join(values.map((v) => sql`${v}`), sql`, `);
+
+/** `%`, `_` and `\` of a user's search are literal characters, not patterns. */
+export function likePattern(search: string): string {
+  return `%${search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+export async function listVisibleUploads(
+  db: DbOrTx,
+  auth: AuthContext,
+  f: UploadListFilters,
+  page: number,
+  pageSize: number,
+): Promise<{ rows: UploadRow[]; total: number }> {
+  const conds: SQL[] = [visibleUpload(auth)];
+  if (f.scope) conds.push(sql`${uploads.scope} = ${f.scope}`);
+  if (f.scope === 'instance' && f.institutionId) conds.push(sql`${uploads.institutionId} = ${f.institutionId}`);
+  else if (f.scope === 'account' && f.accountId) conds.push(sql`${uploads.accountId} = ${f.accountId}`);
+  else if (!f.scope && f.institutionId && f.accountId) {
+    // your vault seen from this institution: your personal files, its instance files, its account's shared files
+    conds.push(
+      sql`(${uploads.scope} = 'personal' or (${uploads.scope} = 'instance' and ${uploads.institutionId} = ${f.institutionId}) or (${uploads.scope} = 'account' and ${uploads.accountId} = ${f.accountId}))`,
+    );
+  }
+  if (f.collectionId === null) conds.push(sql`${uploads.collectionId} is null`);
+  else if (f.collectionId !== undefined) conds.push(sql`${uploads.collectionId} = ${f.collectionId}`);
+  if (f.statusIn?.length) conds.push(sql`${uploads.status} in (${list(f.statusIn)})`);
+  if (f.statusNotIn?.length) conds.push(sql`${uploads.status} not in (${list(f.statusNotIn)})`);
+  if (f.fileNameSearch) conds.push(sql`lower(${uploads.originalname}) like ${likePattern(f.fileNameSearch)} escape '\\'`);
+  const where = and(...conds);
+  const [count] = await db.select({ n: sql<number>`count(*)::int` }).from(uploads).where(where);
+  const rows = await db
+    .select()
+    .from(uploads)
+    .where(where)
+    .orderBy(desc(uploads.createdAt), desc(uploads.id))
+    .limit(pageSize)
+    .offset((page - 1) * pageSize);
+  return { rows, total: Number(count?.n ?? 0) };
+}
+
+// ───────────── writes of the upload routes ─────────────
+
+export interface LockedInstitution {
+  id: string;
+  accountId: string;
+  maxFiles: number;
+  disableFileUploadForUser: boolean;
+}
+
+/**
+ * Locks the institution row for the rest of the transaction: concurrent uploads into one institution
+ * queue here, so the maxFiles count and the insert that follows cannot interleave.
+ */
+export async function lockInstitution(tx: DbOrTx, id: string): Promise<LockedInstitution | undefined> {
+  const [row] = await tx
+    .select({ id: institutions.id, accountId: institutions.accountId, maxFiles: institutions.maxFiles, disableFileUploadForUser: institutions.disableFileUploadForUser })
+    .from(institutions)
+    .where(eq(institutions.id, id))
+    .for('update');
+  return row;
+}
+
+/** Files that count against maxFiles: every non-deleted upload placed in the institution. */
+export async function countInstitutionUploads(tx: DbOrTx, institutionId: string): Promise<number> {
+  const [row] = await tx
+    .select({ n: sql<number>`count(*)::int` })
+    .from(uploads)
+    .where(and(eq(uploads.institutionId, institutionId), sql`${uploads.status} <> 'deleted'`));
+  return Number(row?.n ?? 0);
+}
+
+export async function insertUpload(tx: DbOrTx, row: NewUpload): Promise<UploadRow> {
+  const [created] = await tx.insert(uploads).values(row).returning();
+  return created!;
+}
+
+export async function updateUpload(db: DbOrTx, id: string, patch: Partial<NewUpload>, now: Date): Promise<UploadRow | undefined> {
+  const [row] = await db
+    .update(uploads)
+    .set({ ...patch, updatedAt: now })
+    .where(eq(uploads.id, id))
+    .returning();
+  return row;
+}
+
+/** Marks the upload deleted and removes its chunks (they leave every index with the row). */
+export async function markDeleted(tx: DbOrTx, id: string, now: Date): Promise<UploadRow | undefined> {
+  await tx.delete(chunks).where(eq(chunks.uploadId, id));
+  const [row] = await tx
+    .update(uploads)
+    .set({ status: 'deleted', chunkCount: 0, progress: 0, stage: 'deleted', updatedAt: now })
+    .where(eq(uploads.id, id))
+    .returning();
+  return row;
+}
+
+// ───────────── ingestion ─────────────
+
+export async function findUploadById(db: DbOrTx, id: string): Promise<UploadRow | undefined> {
+  const [row] = await db.select().from(uploads).where(eq(uploads.id, id)).limit(1);
+  return row;
+}
+
+/** Progress is written only while the upload is still processing (a delete meanwhile wins). */
+export async function setIngestProgress(db: DbOrTx, id: string, stage: string, progress: number, now: Date): Promise<boolean> {
+  const rows = await db
+    .update(uploads)
+    .set({ stage, progress, updatedAt: now })
+    .where(and(eq(uploads.id, id), eq(uploads.status, 'processing')))
+    .returning({ id: uploads.id });
+  return rows.length > 0;
+}
+
+export async function markIngestError(db: DbOrTx, id: string, message: string, now: Date): Promise<boolean> {
+  const rows = await db
+    .update(uploads)
+    .set({ status: 'error', errorMessage: message, stage: 'failed', updatedAt: now })
+    .where(and(eq(uploads.id, id), eq(uploads.status, 'processing')))
+    .returning({ id: uploads.id });
+  return rows.length > 0;
+}
+
+/** Locks the upload row inside the final ingestion transaction; returns its status. */
+export async function lockUploadStatus(tx: DbOrTx, id: string): Promise<string | undefined> {
+  const [row] = await tx.select({ status: uploads.status }).from(uploads).where(eq(uploads.id, id)).for('update');
+  return row?.status;
+}
+
+export async function deleteChunksOf(tx: DbOrTx, uploadId: string): Promise<void> {
+  await tx.delete(chunks).where(eq(chunks.uploadId, uploadId));
+}
+
+export interface ChunkToWrite {
+  id: string;
+  index: number;
+  text: string;
+  heading: string | null;
+  tokens: number;
+  /** pgvector text form: `[0.1,0.2,...]` */
+  embedding: string;
+}
+
+/**
+ * One multi-row INSERT for many chunks (single-row inserts into these indexed columns cost ~12 ms
+ * each on PGlite). The vector is passed as text and cast; the tsvector is computed in SQL.
+ */
+export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: ChunkToWrite[], now: Date): Promise<void> {
+  if (rows.length === 0) return;
+  const values = sql.join(
+    rows.map((r) => sql`(${r.id}, ${String(r.index)}, ${r.text}, ${r.heading}, ${String(r.tokens)}, ${r.embedding})`),
+    sql`, `,
+  );
+  const at = now.toISOString();
+  await tx.execute(sql`
+    insert into chunks (id, upload_id, chunk_index, text, heading, tokens, embedding, tsv, created_at, updated_at)
+    select v.id, ${uploadId}, v.idx::int, v.text, v.heading, v.tokens::int, v.emb::vector, to_tsvector('english', v.text), ${at}::timestamptz, ${at}::timestamptz
+      from (values ${values}) as v(id, idx, text, heading, tokens, emb)`);
+}
+
+export async function activateUpload(
+  tx: DbOrTx,
+  id: string,
+  fields: { chunkCount: number; textTokens: number; pages: number | null; embeddingModel: string },
+  now: Date,
+): Promise<void> {
+  await tx
+    .update(uploads)
+    .set({ status: 'active', errorMessage: null, stage: 'done', progress: 100, ...fields, updatedAt: now })
+    .where(eq(uploads.id, id));
+}
+
+// ───────────── embedder bookkeeping and re-embedding ─────────────
+
+export interface EmbedderState {
+  id: string;
+  dimensions: number;
+  /** false while a re-embed runs (or after one that did not finish) */
+  complete: boolean;
+}
+
+const EMBEDDER_KEY = 'embedder';
+
+function parseState(value: unknown): EmbedderState | undefined {
+  const v = (typeof value === 'string' ? JSON.parse(value) : value) as Partial<EmbedderState> | null;
+  if (!v || typeof v.id !== 'string') return undefined;
+  return { id: v.id, dimensions: Number(v.dimensions ?? 0), complete: v.complete !== false };
+}
+
+export async function readEmbedderState(db: DbOrTx, options: { forUpdate?: boolean } = {}): Promise<EmbedderState | undefined> {
+  const query = db.select({ value: systemState.value }).from(systemState).where(eq(systemState.key, EMBEDDER_KEY));
+  const [row] = options.forUpdate ? await query.for('update') : await query;
+  return row ? parseState(row.value) : undefined;
+}
+
+/** Records the state when none exists yet; returns the state now stored. */
+export async function recordEmbedderIfAbsent(db: DbOrTx, state: EmbedderState, now: Date): Promise<EmbedderState> {
+  await db.insert(systemState).values({ key: EMBEDDER_KEY, value: state, updatedAt: now }).onConflictDoNothing();
+  return (await readEmbedderState(db)) ?? state;
+}
+
+export async function writeEmbedderState(db: DbOrTx, state: EmbedderState, now: Date): Promise<void> {
+  await db
+    .insert(systemState)
+    .values({ key: EMBEDDER_KEY, value: state, updatedAt: now })
+    .onConflictDoUpdate({ target: systemState.key, set: { value: state, updatedAt: now } });
+}
+
+export async function countChunks(db: DbOrTx): Promise<number> {
+  const [row] = await db.select({ n: sql<number>`count(*)::int` }).from(chunks);
+  return Number(row?.n ?? 0);
+}
+
+/** Dimension of the chunks.embedding column (pgvector keeps it in atttypmod). */
+export async function embeddingColumnDimensions(db: DbOrTx): Promise<number> {
+  const [row] = await rowsOf<{ dims: number }>(
+    db,
+    sql`select atttypmod as dims from pg_attribute where attrelid = 'chunks'::regclass and attname = 'embedding' and not attisdropped`,
+  );
+  return Number(row?.dims ?? -1);
+}
+
+export async function dropEmbeddingIndex(tx: DbOrTx): Promise<void> {
+  await tx.execute(sql`drop index if exists chunks_embedding_hnsw`);
+}
+
+export async function createEmbeddingIndex(db: DbOrTx): Promise<void> {
+  await db.execute(sql`create index if not exists chunks_embedding_hnsw on chunks using hnsw (embedding vector_cosine_ops)`);
+}
+
+/** Empties every vector and changes the column's dimension (vectors of two sizes cannot share it). */
+export async function resizeEmbeddingColumn(tx: DbOrTx, dimensions: number): Promise<void> {
+  if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > 16000) throw new Error(`Invalid embedding dimension ${dimensions}`);
+  await tx.execute(sql`update chunks set embedding = null where embedding is not null`);
+  await tx.execute(sql.raw(`alter table chunks alter column embedding type vector(${dimensions})`));
+}
+
+export async function chunkTextsAfter(db: DbOrTx, afterId: string, limit: number): Promise<Array<{ id: string; text: string }>> {
+  return db
+    .select({ id: chunks.id, text: chunks.text })
+    .from(chunks)
+    .where(sql`${chunks.id} > ${afterId}`)
+    .orderBy(chunks.id)
+    .limit(limit);
+}
+
+export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string; embedding: string }>, now: Date): Promise<void> {
+  if (rows.length === 0) return;
+  const values = sql.join(
+    rows.map((r) => sql`(${r.id}, ${r.embedding})`),
+    sql`, `,
+  );
+  await db.execute(sql`
+    update chunks c set embedding = v.emb::vector, updated_at = ${now.toISOString()}::timestamptz
+      from (values ${values}) as v(id, emb)
+     where c.id = v.id`);
+}
+
+export async function setEmbeddingModelOfIndexedUploads(db: DbOrTx, model: string, now: Date): Promise<void> {
+  await db.execute(sql`update uploads set embedding_model = ${model}, updated_at = ${now.toISOString()}::timestamptz where chunk_count > 0 and status <> 'deleted'`);
+}

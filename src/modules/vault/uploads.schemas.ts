@@ -1,0 +1,60 @@
+import { Type } from '@fastify/type-provider-typebox';
+import { ListEnvelope, PageFields } from '../../shared/schemas.js';
+import { SUPPORTED_FORMATS } from './ingest/extract.js';
+import { UploadSchema } from './uploads.presenters.js';
+
+const Uuid = (description: string) => Type.String({ format: 'uuid', description });
+
+export const UploadIdParams = Type.Object({ id: Uuid('Upload id') });
+
+export const UploadEnvelope = Type.Object({ success: Type.Boolean(), data: UploadSchema });
+export const UploadListEnvelope = ListEnvelope(UploadSchema);
+
+export const FILE_STATUS_FILTERS = ['active', 'inactive', 'selected', 'error', 'deleted', 'excluded', 'processing'] as const;
+export type FileStatusFilter = (typeof FILE_STATUS_FILTERS)[number];
+
+export const ListUploadsQuery = Type.Object({
+  scope: Type.Optional(Type.Enum(['personal', 'instance', 'account'], { description: 'Only files of this scope' })),
+  institution: Type.Optional(Uuid('Institution whose files are listed (you must be a member); defaults to your current institution')),
+  collection: Type.Optional(
+    Type.Union([Type.Literal('root'), Uuid('Collection id')], { description: 'A collection id: files directly in it; `root`: files at the vault root (in no collection)' }),
+  ),
+  status: Type.Optional(
+    Type.Enum([...FILE_STATUS_FILTERS], {
+      description: 'Status filter; `excluded` = every status except selected and deleted; absent = every status except deleted',
+    }),
+  ),
+  fileNameSearch: Type.Optional(Type.String({ maxLength: 255, description: 'Case-insensitive substring of originalname (% and _ are literal)' })),
+  ...PageFields,
+});
+
+export const PatchUploadBody = Type.Object({
+  file_title: Type.Optional(Type.String({ maxLength: 500 })),
+  status: Type.Optional(
+    Type.Enum(['active', 'inactive', 'selected'], { description: 'Only between these three, and only once ingestion has succeeded' }),
+  ),
+  collection: Type.Optional(
+    Type.Unsafe<string | null>({ type: ['string', 'null'], format: 'uuid', description: 'A visible collection of the same scope and place as the file; null: the vault root' }),
+  ),
+  is_private: Type.Optional(Type.Boolean({ description: 'Only the owner may change it' })),
+  confidential: Type.Optional(Type.Boolean()),
+});
+
+/**
+ * The multipart form, for the documentation (the route reads the stream itself: fields arrive as
+ * strings, booleans as "true"/"false").
+ */
+export const UploadForm = Type.Object({
+  file: Type.Optional(Type.Unsafe<unknown>({ type: 'string', format: 'binary', description: `The file (one). Supported: ${SUPPORTED_FORMATS.join(', ')}` })),
+  scope: Type.Optional(
+    Type.String({
+      enum: ['personal', 'instance', 'account'],
+      description: 'Default: the collection\'s scope when `collection` is given; else `instance` when `institution` is given or you have a current institution; else `personal`',
+    }),
+  ),
+  institution: Type.Optional(Type.String({ description: 'Institution of an instance or account file; default: your current institution. Ignored for personal files' })),
+  collection: Type.Optional(Type.String({ description: 'Collection id (a visible collection of the same scope and place); empty or `root`: the vault root' })),
+  file_title: Type.Optional(Type.String({ maxLength: 500, description: 'Default: the file name' })),
+  is_private: Type.Optional(Type.String({ enum: ['true', 'false'], description: 'Default false' })),
+  confidential: Type.Optional(Type.String({ enum: ['true', 'false'], description: 'Default false' })),
+});

@@ -1,0 +1,383 @@
+import { createHash, type Hash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { AppContext } from '../../context.js';
+import { enqueue, notifyQueue } from '../../platform/jobs.js';
+import { BlobNotFoundError, uploadKey, type BlobStorage } from '../../providers/storage/index.js';
+import { badField, conflict, forbidden, notFound, payloadTooLarge, validationFailed } from '../../shared/errors.js';
+import { newId } from '../../shared/ids.js';
+import type { AuthContext } from '../identity/auth-context.js';
+import { canInInstitution } from '../tenancy/permissions.js';
+import { detectFormat, SUPPORTED_FORMATS, type Format } from './ingest/extract.js';
+import { INGEST_MAX_ATTEMPTS, INGEST_QUEUE } from './ingest/pipeline.js';
+import * as repo from './uploads.repository.js';
+import type { CollectionRef, UploadListFilters, UploadRow } from './uploads.repository.js';
+import type { FileStatusFilter } from './uploads.schemas.js';
+import { canModify, canSee, placementFor, VAULT_SCOPES, type VaultScope } from './vault.policy.js';
+
+/** What the service needs of a multipart part (the shape @fastify/multipart yields). */
+export type UploadPart =
+  | { type: 'field'; fieldname: string; value: unknown; valueTruncated?: boolean }
+  | { type: 'file'; fieldname: string; filename: string; mimetype: string; file: Readable & { truncated?: boolean } };
+
+/** The media type stored and served for each format: never the client's claim (a .txt sent as text/html stays text). */
+const MIMETYPES: Record<Format, string> = {
+  txt: 'text/plain',
+  md: 'text/markdown',
+  csv: 'text/csv',
+  json: 'application/json',
+  html: 'text/html',
+  pdf: 'application/pdf',
+  docx: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+};
+
+const FORM_FIELDS = ['scope', 'institution', 'collection', 'file_title', 'is_private', 'confidential'] as const;
+type FormField = (typeof FORM_FIELDS)[number];
+const MUTABLE_STATUSES = ['active', 'inactive', 'selected'];
+
+export interface ListUploadsInput {
+  scope?: VaultScope;
+  institution?: string;
+  collection?: string;
+  status?: FileStatusFilter;
+  fileNameSearch?: string;
+  page?: number;
+  pageSize?: number;
+}
+
+export interface PatchUploadInput {
+  file_title?: string;
+  status?: 'active' | 'inactive' | 'selected';
+  collection?: string | null;
+  is_private?: boolean;
+  confidential?: boolean;
+}
+
+/** A file name as shown and stored: no path, no control characters, at most 255 characters. */
+export function cleanFileName(name: string): string {
+  const base = name.split(/[\\/]/).pop() ?? '';
+  const cleaned = base.replace(/[\u0000-\u001f\u007f]/g, '').trim();
+  return cleaned.length > 255 ? cleaned.slice(cleaned.length - 255) : cleaned;
+}
+
+function parseBoolean(field: string, raw: string | undefined): boolean | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const v = raw.trim().toLowerCase();
+  if (v === 'true') return true;
+  if (v === 'false') return false;
+  throw badField(field, `${field} must be "true" or "false"`);
+}
+
+/** The client sent a broken multipart body (bad boundary, truncated part, ...). */
+class MalformedBody extends Error {}
+
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** Parts of the form; a parser failure without a code of its own is the client's malformed body. */
+async function* readParts(parts: AsyncIterable<UploadPart>): AsyncGenerator<UploadPart> {
+  const it = parts[Symbol.asyncIterator]();
+  for (;;) {
+    let next: IteratorResult<UploadPart>;
+    try {
+      next = await it.next();
+    } catch (err) {
+      if ((err as { code?: string } | null)?.code) throw err;
+      throw new MalformedBody(messageOf(err));
+    }
+    if (next.done) return;
+    yield next.value;
+  }
+}
+
+/**
+ * The file's bytes, hashed on the way to storage. Iterating (rather than piping) also surfaces an
+ * error the part stream met before we started reading it.
+ */
+async function* hashed(file: AsyncIterable<Buffer>, hash: Hash): AsyncGenerator<Buffer> {
+  const it = file[Symbol.asyncIterator]();
+  for (;;) {
+    let next: IteratorResult<Buffer>;
+    try {
+      next = await it.next();
+    } catch (err) {
+      throw new MalformedBody(messageOf(err));
+    }
+    if (next.done) return;
+    hash.update(next.value);
+    yield next.value;
+  }
+}
+
+/** The multipart parser's failures are errors of the request: 400 with a clear message. */
+function formLimitError(err: unknown): unknown {
+  if (err instanceof MalformedBody) return validationFailed(`Malformed multipart body: ${err.message}`);
+  switch ((err as { code?: string } | null)?.code) {
+    case 'FST_FILES_LIMIT':
+      return badField('file', 'Send exactly one file per request');
+    case 'FST_FIELDS_LIMIT':
+    case 'FST_PARTS_LIMIT':
+      return validationFailed('Too many form fields');
+    default:
+      return err;
+  }
+}
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Vault files: upload (streamed to blob storage while hashed, then one transaction that checks the
+ * institution's limits under a row lock, inserts the record and enqueues its ingestion), listing,
+ * reading, download, update and delete — every access decided by vault.policy.
+ */
+export class UploadsService {
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly storage: BlobStorage,
+  ) {}
+
+  // ───────────── create ─────────────
+
+  async create(auth: AuthContext, parts: AsyncIterable<UploadPart>): Promise<UploadRow> {
+    const id = newId();
+    const key = uploadKey(id);
+    const fields: Partial<Record<FormField, string>> = {};
+    let file: { originalname: string; format: Format; size: number; sha256: string } | undefined;
+    let stored = false;
+    try {
+      for await (const part of readParts(parts)) {
+        if (part.type === 'field') {
+          if (!(FORM_FIELDS as readonly string[]).includes(part.fieldname)) continue; // unknown fields are ignored
+          if (part.valueTruncated) throw badField(part.fieldname, `${part.fieldname} is too long`);
+          if (typeof part.value !== 'string') throw badField(part.fieldname, `${part.fieldname} must be text`);
+          fields[part.fieldname as FormField] = part.value;
+          continue;
+        }
+        if (part.fieldname !== 'file') {
+          part.file.resume();
+          throw badField(part.fieldname, `Unexpected file field "${part.fieldname}": send the file in the part named "file"`);
+        }
+        const originalname = cleanFileName(part.filename ?? '');
+        if (!originalname) {
+          part.file.resume();
+          throw badField('file', 'The file part has no file name');
+        }
+        const format = detectFormat(part.mimetype ?? '', originalname);
+        if (!format) {
+          part.file.resume();
+          throw badField('file', `Unsupported file type "${originalname}" (${part.mimetype || 'no media type'}). Supported types: ${SUPPORTED_FORMATS.join(', ')}`);
+        }
+        const hash = createHash('sha256');
+        stored = true;
+        const { size } = await this.storage.put(key, Readable.from(hashed(part.file, hash)));
+        if (part.file.truncated) {
+          throw payloadTooLarge(`The file is larger than the upload limit of ${this.ctx.config.uploadMaxBytes} bytes`);
+        }
+        if (size === 0) throw badField('file', 'The file is empty');
+        file = { originalname, format, size, sha256: hash.digest('hex') };
+      }
+      if (!file) throw badField('file', 'A file is required: send it as the multipart part "file"');
+      const theFile = file;
+
+      const input = this.parseForm(fields);
+      const collection = input.collection ? await repo.findVisibleCollection(this.ctx.db, auth, input.collection) : undefined;
+      if (input.collection && !collection) throw badField('collection', 'Collection not found');
+      const scope: VaultScope = input.scope ?? (collection?.scope as VaultScope | undefined) ?? (input.institution || auth.institutionId ? 'instance' : 'personal');
+      if (collection && collection.scope !== scope) throw badField('collection', `The collection is in scope ${collection.scope}, not ${scope}`);
+      const placement = placementFor(auth, scope, scope === 'personal' ? null : (input.institution ?? this.defaultInstitution(auth, scope, collection)));
+      if (collection && !this.collectionFits(collection, { scope, ownerUserId: auth.userId, ...placement })) {
+        throw badField('collection', 'The collection belongs to another institution or account than the file');
+      }
+
+      const now = this.ctx.clock.now();
+      const row = await this.ctx.db.transaction(async (tx) => {
+        if (placement.institutionId) {
+          const institution = await repo.lockInstitution(tx, placement.institutionId);
+          if (!institution) throw notFound('Institution');
+          if (institution.disableFileUploadForUser && !canInInstitution(auth, 'vault.admin', institution)) {
+            throw forbidden('File uploads are disabled for users of this institution: only its administrators may upload');
+          }
+          const count = await repo.countInstitutionUploads(tx, institution.id);
+          if (count >= institution.maxFiles) {
+            throw forbidden(`This institution has reached its limit of ${institution.maxFiles} files (maxFiles): delete files or ask an administrator to raise the limit`);
+          }
+        }
+        const created = await repo.insertUpload(tx, {
+          id,
+          originalname: theFile.originalname,
+          filesize: theFile.size,
+          mimetype: MIMETYPES[theFile.format],
+          fileTitle: input.file_title ?? theFile.originalname,
+          scope,
+          ownerUserId: auth.userId,
+          institutionId: placement.institutionId,
+          accountId: placement.accountId,
+          collectionId: collection?.id ?? null,
+          isPrivate: input.is_private ?? false,
+          confidential: input.confidential ?? false,
+          status: 'processing',
+          stage: 'queued',
+          progress: 0,
+          storageKey: key,
+          sha256: theFile.sha256,
+          createdAt: now,
+          updatedAt: now,
+        });
+        await enqueue(tx, INGEST_QUEUE, { uploadId: id }, { runAt: now, maxAttempts: INGEST_MAX_ATTEMPTS });
+        return created;
+      });
+      notifyQueue(INGEST_QUEUE);
+      return row;
+    } catch (err) {
+      if (stored) await this.storage.delete(key).catch((e: unknown) => this.ctx.log.warn({ err: e, key }, 'could not remove a rejected upload'));
+      throw formLimitError(err);
+    }
+  }
+
+  private parseForm(f: Partial<Record<FormField, string>>) {
+    const blank = (v: string | undefined) => (v === undefined || v.trim() === '' ? undefined : v.trim());
+    const scope = blank(f.scope);
+    if (scope !== undefined && !(VAULT_SCOPES as readonly string[]).includes(scope)) throw badField('scope', `scope must be one of ${VAULT_SCOPES.join(', ')}`);
+    const institution = blank(f.institution);
+    if (institution !== undefined && !UUID_RE.test(institution)) throw badField('institution', 'institution must be an institution id');
+    let collection = blank(f.collection);
+    if (collection === 'root' || collection === 'null') collection = undefined;
+    if (collection !== undefined && !UUID_RE.test(collection)) throw badField('collection', 'collection must be a collection id, or "root"');
+    const title = f.file_title?.trim();
+    if (title !== undefined && title.length > 500) throw badField('file_title', 'file_title must have at most 500 characters');
+    return {
+      scope: scope as VaultScope | undefined,
+      institution,
+      collection,
+      file_title: title || undefined,
+      is_private: parseBoolean('is_private', f.is_private),
+      confidential: parseBoolean('confidential', f.confidential),
+    };
+  }
+
+  /**
+   * Institution of a new instance/account file when none is given: the collection's (instance), else
+   * the current one; for account files one of the caller's institutions in the collection's account.
+   */
+  private defaultInstitution(auth: AuthContext, scope: VaultScope, collection?: CollectionRef): string | null {
+    if (!collection) return auth.institutionId;
+    if (scope === 'instance') return collection.institutionId;
+    if (auth.institutionId && auth.memberships.get(auth.institutionId)?.accountId === collection.accountId) return auth.institutionId;
+    for (const [institutionId, m] of auth.memberships) if (m.accountId === collection.accountId) return institutionId;
+    return auth.institutionId;
+  }
+
+  private collectionFits(c: CollectionRef, f: { scope: string; ownerUserId: string; institutionId: string | null; accountId: string }): boolean {
+    if (c.scope !== f.scope) return false;
+    if (c.scope === 'personal') return c.ownerUserId === f.ownerUserId;
+    if (c.scope === 'instance') return c.institutionId === f.institutionId;
+    return c.accountId === f.accountId;
+  }
+
+  // ───────────── read ─────────────
+
+  /**
+   * Without `scope`: your personal files plus, for the institution given (or your current one), its
+   * instance files and its account's shared files. With `scope` instance/account: that scope of the
+   * institution given or current (every institution of yours when you have none). Deleted files only
+   * with status=deleted.
+   */
+  async list(auth: AuthContext, q: ListUploadsInput) {
+    const page = q.page ?? 1;
+    const pageSize = q.pageSize ?? 100;
+    const filters: UploadListFilters = { scope: q.scope };
+    const institutionId = q.institution ?? auth.institutionId ?? undefined;
+    if (q.scope !== 'personal' && institutionId) {
+      const membership = auth.memberships.get(institutionId);
+      if (!membership) throw forbidden('You are not a member of this institution');
+      filters.institutionId = institutionId;
+      filters.accountId = membership.accountId;
+    }
+    if (!q.scope && !filters.institutionId) filters.scope = 'personal';
+    if (q.collection === 'root') filters.collectionId = null;
+    else if (q.collection) filters.collectionId = q.collection;
+    if (q.status === 'excluded') filters.statusNotIn = ['selected', 'deleted'];
+    else if (q.status) filters.statusIn = [q.status];
+    else filters.statusNotIn = ['deleted'];
+    if (q.fileNameSearch) filters.fileNameSearch = q.fileNameSearch;
+    const { rows, total } = await repo.listVisibleUploads(this.ctx.db, auth, filters, page, pageSize);
+    return { rows, total, page, pageSize };
+  }
+
+  /** Visible or 404 (never a hint that a file of another tenant exists). */
+  async get(auth: AuthContext, id: string): Promise<UploadRow> {
+    const row = await repo.findVisibleUpload(this.ctx.db, auth, id);
+    if (!row || !canSee(auth, row)) throw notFound('File');
+    return row;
+  }
+
+  async download(auth: AuthContext, id: string): Promise<{ upload: UploadRow; stream: Readable }> {
+    const upload = await this.get(auth, id);
+    if (upload.status === 'deleted') throw notFound('File');
+    try {
+      return { upload, stream: await this.storage.get(upload.storageKey) };
+    } catch (err) {
+      if (err instanceof BlobNotFoundError) {
+        this.ctx.log.error({ uploadId: id, key: upload.storageKey }, 'stored file missing');
+        throw notFound('Stored file');
+      }
+      throw err;
+    }
+  }
+
+  // ───────────── update, delete ─────────────
+
+  async update(auth: AuthContext, id: string, input: PatchUploadInput): Promise<UploadRow> {
+    const now = this.ctx.clock.now();
+    return this.ctx.db.transaction(async (tx) => {
+      const current = await repo.findVisibleUpload(tx, auth, id);
+      if (!current) throw notFound('File');
+      if (!canModify(auth, current)) throw forbidden('Only the owner or a vault administrator may change this file');
+      if (current.status === 'deleted') throw conflict('The file is deleted');
+      if (input.is_private !== undefined && input.is_private !== current.isPrivate && current.ownerUserId !== auth.userId) {
+        throw forbidden('Only the owner may change is_private');
+      }
+      if (input.status !== undefined && input.status !== current.status && !MUTABLE_STATUSES.includes(current.status)) {
+        throw conflict(
+          current.status === 'processing'
+            ? 'The file is still being processed; its status can change once ingestion has finished'
+            : `The file is in status ${current.status}; only active, inactive and selected files can change status`,
+        );
+      }
+      let collectionId: string | null | undefined;
+      if (input.collection === null) collectionId = null;
+      else if (input.collection !== undefined) {
+        const collection = await repo.findVisibleCollection(tx, auth, input.collection);
+        if (!collection) throw badField('collection', 'Collection not found');
+        if (!this.collectionFits(collection, current)) {
+          throw badField('collection', 'The collection must be in the same scope and institution (or account) as the file');
+        }
+        collectionId = collection.id;
+      }
+      const patch: Partial<repo.NewUpload> = {};
+      if (input.file_title !== undefined) patch.fileTitle = input.file_title.trim();
+      if (input.status !== undefined) patch.status = input.status;
+      if (collectionId !== undefined) patch.collectionId = collectionId;
+      if (input.is_private !== undefined) patch.isPrivate = input.is_private;
+      if (input.confidential !== undefined) patch.confidential = input.confidential;
+      if (Object.keys(patch).length === 0) return current;
+      const updated = await repo.updateUpload(tx, id, patch, now);
+      if (!updated) throw notFound('File');
+      return updated;
+    });
+  }
+
+  /** Status `deleted`; its chunks leave the index in the same transaction; then the stored bytes go. */
+  async remove(auth: AuthContext, id: string): Promise<UploadRow> {
+    const now = this.ctx.clock.now();
+    const row = await this.ctx.db.transaction(async (tx) => {
+      const current = await repo.findVisibleUpload(tx, auth, id);
+      if (!current) throw notFound('File');
+      if (!canModify(auth, current)) throw forbidden('Only the owner or a vault administrator may delete this file');
+      if (current.status === 'deleted') return current;
+      const deleted = await repo.markDeleted(tx, id, now);
+      if (!deleted) throw notFound('File');
+      return deleted;
+    });
+    await this.storage.delete(row.storageKey).catch((err: unknown) => this.ctx.log.warn({ err, uploadId: id }, 'could not remove the stored file'));
+    return row;
+  }
+}

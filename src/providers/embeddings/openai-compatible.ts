@@ -1,0 +1,120 @@
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { UpstreamError } from '../llm/types.js';
+import type { Embedder, EmbeddingsConfig } from './types.js';
+
+/**
+ * Embeddings from any server speaking the OpenAI `POST /embeddings` wire format (OpenAI, vLLM,
+ * llama.cpp, Ollama, LM Studio, LiteLLM, TEI...), through the official `openai` SDK.
+ *
+ * - texts go in batches of `batchSize`, one request after the other, in input order;
+ * - each request asks for `dimensions` floats; the answer is put in order by `index`, and must hold
+ *   one vector per text, each exactly `dimensions` long (else an Error naming both lengths);
+ * - vectors are L2-normalised here, whatever the server does;
+ * - an empty (or blank) text is not sent (servers reject it) and gets the zero vector;
+ * - the SDK retries 408/409/429/5xx and connection failures `maxRetries` times; what still fails is
+ *   an {@link UpstreamError}; an aborted signal rejects with the signal's reason.
+ */
+export class OpenAiCompatibleEmbedder implements Embedder {
+  readonly id: string;
+  readonly dimensions: number;
+  private readonly model: string;
+  private readonly batchSize: number;
+  private readonly timeoutMs: number;
+  private readonly client: OpenAI;
+
+  constructor(config: EmbeddingsConfig) {
+    if (!config.baseUrl) throw new Error('The openai-compatible embedder needs a base URL (EMBEDDINGS_BASE_URL)');
+    if (!config.model) throw new Error('The openai-compatible embedder needs a model name (EMBEDDINGS_MODEL)');
+    if (!Number.isInteger(config.dimensions) || config.dimensions < 1) {
+      throw new Error(`EMBEDDINGS_DIMENSIONS must be a positive integer, got ${config.dimensions}`);
+    }
+    this.model = config.model;
+    this.dimensions = config.dimensions;
+    this.batchSize = Math.max(1, Math.floor(config.batchSize) || 1);
+    this.timeoutMs = config.timeoutMs;
+    this.id = `openai-compatible:${config.model}:${config.dimensions}`;
+    this.client = new OpenAI({
+      baseURL: config.baseUrl,
+      apiKey: config.apiKey ?? 'not-needed',
+      timeout: config.timeoutMs,
+      maxRetries: config.maxRetries,
+    });
+  }
+
+  async embed(texts: string[], options?: { signal?: AbortSignal }): Promise<number[][]> {
+    const signal = options?.signal;
+    const out: number[][] = texts.map(() => []);
+    const pending: number[] = []; // positions of the texts that are sent
+    texts.forEach((text, i) => {
+      if (text.trim() === '') out[i] = new Array<number>(this.dimensions).fill(0);
+      else pending.push(i);
+    });
+    for (let start = 0; start < pending.length; start += this.batchSize) {
+      signal?.throwIfAborted();
+      const positions = pending.slice(start, start + this.batchSize);
+      const vectors = await this.request(positions.map((i) => texts[i]!), signal);
+      positions.forEach((position, k) => {
+        out[position] = vectors[k]!;
+      });
+    }
+    return out;
+  }
+
+  private async request(input: string[], signal: AbortSignal | undefined): Promise<number[][]> {
+    let res: OpenAI.CreateEmbeddingResponse;
+    try {
+      res = await this.client.embeddings.create(
+        { model: this.model, input, dimensions: this.dimensions, encoding_format: 'float' },
+        signal ? { signal } : undefined,
+      );
+    } catch (err) {
+      throw this.mapError(err, signal);
+    }
+    const data = Array.isArray(res?.data) ? [...res.data] : [];
+    if (data.length !== input.length) {
+      throw new Error(`The embedding provider returned ${data.length} vectors for ${input.length} texts (model ${this.model})`);
+    }
+    data.sort((a, b) => a.index - b.index);
+    return data.map((item, k) => {
+      if (item.index !== k) throw new Error(`The embedding provider returned an unexpected index ${item.index} (model ${this.model})`);
+      const vector = item.embedding;
+      if (!Array.isArray(vector) || vector.length !== this.dimensions) {
+        throw new Error(
+          `The embedding provider returned vectors of length ${Array.isArray(vector) ? vector.length : 'unknown'}, ` +
+            `expected ${this.dimensions} (EMBEDDINGS_DIMENSIONS; model ${this.model})`,
+        );
+      }
+      return normalise(vector);
+    });
+  }
+
+  private mapError(err: unknown, signal: AbortSignal | undefined): unknown {
+    if (signal?.aborted) return signal.reason ?? err;
+    if (err instanceof APIUserAbortError) return new UpstreamError('The embedding provider call was aborted');
+    if (err instanceof APIConnectionTimeoutError) return new UpstreamError(`The embedding provider did not answer within ${this.timeoutMs} ms`);
+    if (err instanceof APIConnectionError) {
+      const cause = err.cause instanceof Error ? err.cause.message : err.message;
+      return new UpstreamError(`Could not connect to the embedding provider (${cause})`);
+    }
+    if (err instanceof APIError) {
+      const detail = typeof err.error === 'object' && err.error !== null && 'message' in err.error ? String((err.error as { message: unknown }).message) : '';
+      return new UpstreamError(
+        `The embedding provider answered${err.status !== undefined ? ` HTTP ${err.status}` : ' with an error'}${detail ? `: ${detail.slice(0, 300)}` : ''}`,
+        err.status,
+      );
+    }
+    return err;
+  }
+}
+
+/** The vector scaled to length 1 (a zero vector stays zero); non-finite numbers are an error. */
+export function normalise(vector: readonly number[]): number[] {
+  let norm = 0;
+  for (const x of vector) {
+    if (typeof x !== 'number' || !Number.isFinite(x)) throw new Error('The embedding provider returned a vector with a non-numeric value');
+    norm += x * x;
+  }
+  if (norm === 0) return [...vector];
+  const inv = 1 / Math.sqrt(norm);
+  return vector.map((x) => x * inv);
+}

@@ -1,0 +1,456 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sql } from 'drizzle-orm';
+import { rowsOf } from '../src/db/client.js';
+import { uploads } from '../src/db/schema.js';
+import { createChatModel, SANITIZE_SYSTEM_PROMPT, type ChatModel } from '../src/providers/llm/index.js';
+import { countTokens } from '../src/modules/vault/ingest/chunker.js';
+import { writeEmbedderState } from '../src/modules/vault/uploads.repository.js';
+import { newId } from '../src/shared/ids.js';
+import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+
+type World = Awaited<ReturnType<typeof makeWorld>>;
+type Scope = 'personal' | 'instance' | 'account';
+type Owner = { id: string; accountId: string };
+
+const parseVector = (text: string): number[] => text.replace(/^\[|\]$/g, '').split(',').map(Number);
+
+describe('vault embedding chunks and sanitize', () => {
+  let t: TestApp;
+  let w: World;
+  const tok: Record<string, string> = {};
+  let userA1b: Owner & { email: string };
+
+  before(async () => {
+    t = await startTestApp({ env: { LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '1000' } });
+    w = await makeWorld(t.database);
+    userA1b = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    for (const [name, user] of Object.entries({ userA1: w.userA1, userA1b, adminA1: w.adminA1, userA2: w.userA2, userB1: w.userB1 })) {
+      tok[name] = (await login(t.app, user.email)).accessToken;
+    }
+  });
+  after(() => t.close());
+
+  // ───── factories: rows straight into uploads and chunks (no ingestion) ─────
+
+  async function makeUpload(fields: { owner: Owner; scope: Scope; institutionId?: string | null; status?: string; isPrivate?: boolean; originalname?: string }) {
+    const id = newId();
+    await t.database.db.insert(uploads).values({
+      id,
+      originalname: fields.originalname ?? `doc-${id.slice(-6)}.txt`,
+      filesize: 100,
+      mimetype: 'text/plain',
+      scope: fields.scope,
+      ownerUserId: fields.owner.id,
+      institutionId: fields.scope === 'personal' ? null : (fields.institutionId ?? null),
+      accountId: fields.owner.accountId,
+      isPrivate: fields.isPrivate ?? false,
+      status: fields.status ?? 'active',
+      storageKey: `test/${id}`,
+      sha256: '0'.repeat(64),
+    });
+    return id;
+  }
+
+  /** A chunk with its real vector (the app's embedder) and full-text index; the upload's text_tokens follow. */
+  async function makeChunk(uploadId: string, index: number, text: string) {
+    const id = newId();
+    const [vector] = await t.app.ctx.providers.embedder.embed([text]);
+    const tokens = countTokens(text);
+    await t.database.db.execute(
+      sql`insert into chunks (id, upload_id, chunk_index, text, tokens, embedding, tsv)
+          values (${id}, ${uploadId}, ${index}, ${text}, ${tokens}, ${`[${vector!.join(',')}]`}::vector, to_tsvector('english', ${text}))`,
+    );
+    await t.database.db.execute(sql`update uploads set text_tokens = text_tokens + ${tokens}, chunk_count = chunk_count + 1 where id = ${uploadId}`);
+    return id;
+  }
+
+  const call = (app: TestApp, method: 'GET' | 'POST' | 'PUT', url: string, who: string, payload?: object) =>
+    app.app.inject({ method, url, headers: bearer(tok[who]!), ...(payload ? { payload } : {}) });
+
+  async function uploadRow(id: string) {
+    const [row] = await rowsOf<{ tokens_used: string | number; text_tokens: number }>(t.database.db, sql`select tokens_used, text_tokens from uploads where id = ${id}`);
+    return { tokensUsed: Number(row!.tokens_used), textTokens: Number(row!.text_tokens) };
+  }
+
+  async function chunkRow(id: string) {
+    const [row] = await rowsOf<{ text: string; tokens: number; embedding: string }>(t.database.db, sql`select text, tokens, embedding::text as embedding from chunks where id = ${id}`);
+    return row!;
+  }
+
+  // ───── read ─────
+
+  test('GET one chunk and the paginated chunks of a file', async () => {
+    const upload = await makeUpload({ owner: w.userA1, scope: 'instance', institutionId: w.a1.id });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await makeChunk(upload, i, `Paragraph number ${i} about thermodynamics.`));
+
+    const one = await t.app.inject({ method: 'GET', url: `/api/user/embedding/${ids[1]}`, headers: { 'x-access-token': tok.userA1! } });
+    assert.equal(one.statusCode, 200);
+    assert.deepEqual(one.json(), {
+      success: true,
+      data: { _id: ids[1], upload, index: 1, text: 'Paragraph number 1 about thermodynamics.', tokens: countTokens('Paragraph number 1 about thermodynamics.') },
+    });
+    // a colleague of the same institution sees it too
+    assert.equal((await call(t, 'GET', `/api/user/embedding/${ids[1]}`, 'userA1b')).statusCode, 200);
+
+    const page2 = await call(t, 'GET', `/api/user/files/${upload}/chunks?page=2&pageSize=2`, 'userA1');
+    assert.equal(page2.statusCode, 200);
+    const body = page2.json();
+    assert.deepEqual(body.data.map((c: any) => c.index), [2, 3]);
+    assert.deepEqual(body.data.map((c: any) => c._id), [ids[2], ids[3]]);
+    assert.equal(body.total, 5);
+    assert.equal(body.hasMore, true);
+    assert.equal(body.page, 2);
+    assert.equal(body.pageSize, 2);
+    assert.equal(body.success, true);
+    const last = (await call(t, 'GET', `/api/user/files/${upload}/chunks?page=3&pageSize=2`, 'userA1')).json();
+    assert.deepEqual(last.data.map((c: any) => c.index), [4]);
+    assert.equal(last.hasMore, false);
+    const all = (await call(t, 'GET', `/api/user/files/${upload}/chunks`, 'userA1')).json();
+    assert.equal(all.data.length, 5);
+    assert.equal(all.pageSize, 100);
+
+    for (const q of ['pageSize=0', 'pageSize=1001', 'page=0', 'page=abc']) {
+      const res = await call(t, 'GET', `/api/user/files/${upload}/chunks?${q}`, 'userA1');
+      assert.equal(res.statusCode, 400, q);
+      assert.equal(res.json().error.code, 'VALIDATION_FAILED', q);
+    }
+    assert.equal((await call(t, 'GET', '/api/user/embedding/not-a-uuid', 'userA1')).statusCode, 400);
+    assert.equal((await call(t, 'GET', `/api/user/embedding/${newId()}`, 'userA1')).statusCode, 404);
+    assert.equal((await call(t, 'GET', `/api/user/files/${newId()}/chunks`, 'userA1')).statusCode, 404);
+    assert.equal((await t.app.inject({ method: 'GET', url: `/api/user/embedding/${ids[0]}` })).statusCode, 401);
+  });
+
+  // ───── update ─────
+
+  test('PUT saves the text, recounts tokens, re-embeds and re-indexes', async () => {
+    const upload = await makeUpload({ owner: w.userA1, scope: 'personal' });
+    const chunk = await makeChunk(upload, 0, 'Menu | Home | About\n\nThe mitochondria is the powerhouse of the cell.');
+    await makeChunk(upload, 1, 'Another chunk that stays as it is.');
+    const before = await chunkRow(chunk);
+    const uploadBefore = await uploadRow(upload);
+
+    const newText = 'The mitochondria is the powerhouse of the cell. Photosynthesis happens in chloroplasts.';
+    const res = await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'userA1', { sanitizedText: newText });
+    assert.equal(res.statusCode, 200, res.body);
+    const tokens = countTokens(newText);
+    assert.deepEqual(res.json(), { success: true, data: { _id: chunk, upload, index: 0, text: newText, tokens } });
+
+    const after = await chunkRow(chunk);
+    assert.equal(after.text, newText);
+    assert.equal(after.tokens, tokens);
+    // the stored vector changed and is the embedder's vector of the new text
+    const [expected] = await t.app.ctx.providers.embedder.embed([newText]);
+    const stored = parseVector(after.embedding);
+    assert.equal(stored.length, expected!.length);
+    for (let i = 0; i < stored.length; i++) assert.ok(Math.abs(stored[i]! - expected![i]!) < 1e-6, `component ${i}`);
+    assert.notDeepEqual(parseVector(before.embedding), stored);
+    // the full-text index knows the new word, and forgot the removed one
+    const [fts] = await rowsOf<{ new_word: boolean; old_word: boolean }>(
+      t.database.db,
+      sql`select tsv @@ plainto_tsquery('english', 'chloroplasts') as new_word, tsv @@ plainto_tsquery('english', 'menu') as old_word from chunks where id = ${chunk}`,
+    );
+    assert.deepEqual(fts, { new_word: true, old_word: false });
+    // the file's text token total follows
+    const uploadAfter = await uploadRow(upload);
+    assert.equal(uploadAfter.textTokens, uploadBefore.textTokens - countTokens(before.text) + tokens);
+
+    // `text` is accepted as well
+    const manual = await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'userA1', { text: 'Hand edited.' });
+    assert.equal(manual.statusCode, 200);
+    assert.equal((await chunkRow(chunk)).text, 'Hand edited.');
+  });
+
+  test('PUT validation', async () => {
+    const upload = await makeUpload({ owner: w.userA1, scope: 'personal' });
+    const chunk = await makeChunk(upload, 0, 'Original text.');
+    const cases: Array<[object, string]> = [
+      [{}, 'sanitizedText'],
+      [{ sanitizedText: '' }, 'sanitizedText'],
+      [{ sanitizedText: '   \n ' }, 'sanitizedText'],
+      [{ sanitizedText: 'x'.repeat(100_001) }, 'sanitizedText'],
+      [{ sanitizedText: 42 }, 'sanitizedText'],
+      [{ text: '' }, 'text'],
+      [{ sanitizedText: 'a', text: 'b' }, 'text'],
+    ];
+    for (const [payload, field] of cases) {
+      const res = await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'userA1', payload);
+      assert.equal(res.statusCode, 400, JSON.stringify(payload).slice(0, 60));
+      assert.equal(res.json().success, false);
+      assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+      assert.equal(res.json().error.details[0].field, field, JSON.stringify(payload).slice(0, 60));
+    }
+    assert.equal((await chunkRow(chunk)).text, 'Original text.');
+    const longest = await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'userA1', { sanitizedText: 'word '.repeat(20_000) });
+    assert.equal(longest.statusCode, 200);
+  });
+
+  test('PUT needs the right to change the file; a deleted file is read-only', async () => {
+    const upload = await makeUpload({ owner: w.userA1, scope: 'instance', institutionId: w.a1.id });
+    const chunk = await makeChunk(upload, 0, 'Shared institution text.');
+    const colleague = await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'userA1b', { text: 'vandalised' });
+    assert.equal(colleague.statusCode, 403);
+    assert.equal(colleague.json().error.code, 'FORBIDDEN');
+    assert.equal((await chunkRow(chunk)).text, 'Shared institution text.');
+    const admin = await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'adminA1', { text: 'Fixed by the admin.' });
+    assert.equal(admin.statusCode, 200);
+
+    const deleted = await makeUpload({ owner: w.userA1, scope: 'personal', status: 'deleted' });
+    const dc = await makeChunk(deleted, 0, 'Deleted file text.');
+    const put = await call(t, 'PUT', `/api/user/embedding/${dc}`, 'userA1', { text: 'x' });
+    assert.equal(put.statusCode, 409);
+    assert.equal(put.json().error.code, 'CONFLICT');
+    assert.equal((await call(t, 'POST', `/api/user/embedding/${dc}/sanitize`, 'userA1')).statusCode, 409);
+    assert.equal((await uploadRow(deleted)).tokensUsed, 0);
+  });
+
+  test('PUT refuses while the stored vectors come from another embedder (no mixing)', async () => {
+    const upload = await makeUpload({ owner: w.userA1, scope: 'personal' });
+    const chunk = await makeChunk(upload, 0, 'Text embedded by the current embedder.');
+    const embedder = t.app.ctx.providers.embedder;
+    await writeEmbedderState(t.database.db, { id: 'some-other-embedder:v9', dimensions: embedder.dimensions, complete: true }, new Date());
+    try {
+      const res = await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'userA1', { text: 'New text.' });
+      assert.equal(res.statusCode, 409);
+      assert.equal(res.json().error.code, 'CONFLICT');
+      assert.equal((await chunkRow(chunk)).text, 'Text embedded by the current embedder.');
+    } finally {
+      await writeEmbedderState(t.database.db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, new Date());
+    }
+    assert.equal((await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'userA1', { text: 'New text.' })).statusCode, 200);
+  });
+
+  // ───── isolation ─────
+
+  test('isolation: other user, other institution, other account get 404 on every chunk route', async () => {
+    const personal = await makeUpload({ owner: w.userA1, scope: 'personal' });
+    const instance = await makeUpload({ owner: w.userA1, scope: 'instance', institutionId: w.a1.id });
+    const account = await makeUpload({ owner: w.userA1, scope: 'account', institutionId: w.a1.id });
+    const privateInst = await makeUpload({ owner: w.userA1, scope: 'instance', institutionId: w.a1.id, isPrivate: true });
+    const chunkOf: Record<string, string> = {};
+    for (const [name, id] of Object.entries({ personal, instance, account, privateInst })) chunkOf[id] = await makeChunk(id, 0, `Secret ${name} text.`);
+
+    const cases: Array<[string, string]> = [
+      ['userA1b', personal],
+      ['userA1b', privateInst],
+      ['userA2', personal],
+      ['userA2', instance],
+      ['userA2', privateInst],
+      ['userB1', personal],
+      ['userB1', instance],
+      ['userB1', account],
+    ];
+    for (const [who, upload] of cases) {
+      const chunk = chunkOf[upload]!;
+      const label = `${who} on ${upload}`;
+      const get = await call(t, 'GET', `/api/user/embedding/${chunk}`, who);
+      assert.equal(get.statusCode, 404, label);
+      assert.deepEqual(get.json(), { success: false, message: 'Embedding chunk not found', error: { code: 'NOT_FOUND', details: [] } });
+      assert.equal((await call(t, 'GET', `/api/user/files/${upload}/chunks`, who)).statusCode, 404, label);
+      assert.equal((await call(t, 'PUT', `/api/user/embedding/${chunk}`, who, { text: 'hijack' })).statusCode, 404, label);
+      assert.equal((await call(t, 'POST', `/api/user/embedding/${chunk}/sanitize`, who)).statusCode, 404, label);
+    }
+    for (const id of [personal, instance, account, privateInst]) {
+      assert.equal((await uploadRow(id)).tokensUsed, 0);
+      assert.match((await chunkRow(chunkOf[id]!)).text, /^Secret /);
+    }
+    // account scope reaches the sibling institution
+    assert.equal((await call(t, 'GET', `/api/user/embedding/${chunkOf[account]}`, 'userA2')).statusCode, 200);
+  });
+
+  // ───── sanitize with the local provider ─────
+
+  test('sanitize with the local provider: whitespace normalised, preview only, tokens counted on the file', async () => {
+    const upload = await makeUpload({ owner: w.userA1, scope: 'personal' });
+    const messy = 'The   quick  brown\t\tfox\n\n\n\n\njumps over   the lazy dog.   ';
+    const chunk = await makeChunk(upload, 0, messy);
+    const res = await t.app.inject({ method: 'POST', url: `/api/user/embedding/${chunk}/sanitize`, headers: { 'x-access-token': tok.userA1! } });
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json();
+    assert.deepEqual(Object.keys(body).sort(), ['model', 'sanitizedText', 'success', 'tokensUsed']);
+    assert.equal(body.success, true);
+    assert.equal(body.model, t.app.ctx.providers.chatModel.defaultModel);
+    assert.doesNotMatch(body.sanitizedText, / {2}|\t|\n{3}/);
+    assert.match(body.sanitizedText, /^The quick brown fox\n*\s*jumps over the lazy dog\.$/);
+    assert.ok(Number.isInteger(body.tokensUsed) && body.tokensUsed > 0);
+    // not saved
+    assert.equal((await chunkRow(chunk)).text, messy);
+    assert.equal((await uploadRow(upload)).tokensUsed, body.tokensUsed);
+    // a second preview adds up
+    const again = (await call(t, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'userA1')).json();
+    assert.equal((await uploadRow(upload)).tokensUsed, body.tokensUsed + again.tokensUsed);
+  });
+
+  // ───── sanitize against a real OpenAI-compatible server ─────
+
+  describe('sanitize through an OpenAI-compatible server', () => {
+    let stub: OpenAiStub;
+    let s: TestApp;
+    let instWithModel: { id: string };
+    let member: Owner & { email: string };
+
+    before(async () => {
+      stub = await startOpenAiStub();
+      // a second app on the same database, talking to the stub
+      s = await startTestApp({
+        database: t.database,
+        env: { LLM_PROVIDER: 'openai-compatible', LLM_BASE_URL: stub.baseUrl, LLM_MODEL: 'default-chat-model', LLM_MAX_RETRIES: '2', LOGIN_RATE_LIMIT_PER_EMAIL: '1000' },
+      });
+      instWithModel = await makeInstitution(t.database, w.accountA.id, { name: 'Summarised', summaryModel: 'inst-summary-model' });
+      member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [instWithModel.id]: 'user' } });
+      tok.member = (await login(s.app, member.email)).accessToken;
+    });
+    after(async () => {
+      await s.close();
+      await stub.close();
+    });
+
+    test('uses the institution summary model, the sanitize prompt and the chunk text; counts tokens', async () => {
+      const upload = await makeUpload({ owner: member, scope: 'instance', institutionId: instWithModel.id });
+      const text = 'Home > Docs > Intro\r\nWelcome   to the    course.\u00a0Â© 2024';
+      const chunk = await makeChunk(upload, 0, text);
+      stub.setChatHandler(({ model }) => ({ content: 'Welcome to the course.', usage: { prompt_tokens: 31, completion_tokens: 11 }, model: `${model}-2024-01` }));
+      const seen = stub.requests.length;
+
+      const res = await call(s, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'member');
+      assert.equal(res.statusCode, 200, res.body);
+      assert.deepEqual(res.json(), { success: true, sanitizedText: 'Welcome to the course.', tokensUsed: 42, model: 'inst-summary-model-2024-01' });
+
+      const requests = stub.requests.slice(seen);
+      assert.equal(requests.length, 1);
+      const sent = requests[0]!;
+      assert.equal(sent.path, '/v1/chat/completions');
+      assert.equal(sent.body.model, 'inst-summary-model');
+      assert.deepEqual(
+        sent.body.messages.map((m: any) => [m.role, m.content]),
+        [
+          ['system', SANITIZE_SYSTEM_PROMPT],
+          ['user', text],
+        ],
+      );
+      assert.equal((await uploadRow(upload)).tokensUsed, 42);
+      assert.equal((await chunkRow(chunk)).text, text, 'preview only');
+    });
+
+    test('without an override, and for personal files, the provider default model is used', async () => {
+      stub.setChatHandler(null);
+      const plainInst = await makeInstitution(t.database, w.accountA.id, { name: 'No override' });
+      const plainMember = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [plainInst.id]: 'user' } });
+      tok.plainMember = (await login(s.app, plainMember.email)).accessToken;
+      const instUpload = await makeUpload({ owner: plainMember, scope: 'instance', institutionId: plainInst.id });
+      const instChunk = await makeChunk(instUpload, 0, 'Some   institution text.');
+      // the member of the institution WITH an override, on a personal file
+      const personalUpload = await makeUpload({ owner: member, scope: 'personal' });
+      const personalChunk = await makeChunk(personalUpload, 0, 'Some   personal text.');
+
+      for (const [who, chunk, upload] of [
+        ['plainMember', instChunk, instUpload],
+        ['member', personalChunk, personalUpload],
+      ] as const) {
+        const seen = stub.requests.length;
+        const res = await call(s, 'POST', `/api/user/embedding/${chunk}/sanitize`, who);
+        assert.equal(res.statusCode, 200, res.body);
+        const body = res.json();
+        assert.equal(stub.requests[seen]!.body.model, 'default-chat-model');
+        assert.equal(body.model, 'default-chat-model');
+        assert.match(body.sanitizedText, /^Some (institution|personal) text\.$/);
+        assert.equal((await uploadRow(upload)).tokensUsed, body.tokensUsed);
+        assert.ok(body.tokensUsed > 0);
+      }
+    });
+
+    test('20 concurrent sanitize calls on chunks of one upload add up exactly', async () => {
+      const upload = await makeUpload({ owner: member, scope: 'instance', institutionId: instWithModel.id });
+      const chunks: string[] = [];
+      for (let i = 0; i < 4; i++) chunks.push(await makeChunk(upload, i, `Chunk ${i}   with    spaces.`));
+      let n = 0;
+      // every call reports a different usage
+      stub.setChatHandler(({ lastUserMessage }) => {
+        const k = ++n;
+        return { content: lastUserMessage.replace(/\s+/g, ' '), usage: { prompt_tokens: 100 + k, completion_tokens: k } };
+      });
+      // The real provider, talking to the stub, behind a gate that hands all 20 results back in the same
+      // tick: the 20 counter updates then truly overlap (a read-then-write would lose some of them).
+      const real = createChatModel(s.config.llm);
+      const finished: Array<() => void> = [];
+      const gated: ChatModel = {
+        provider: real.provider,
+        defaultModel: real.defaultModel,
+        stream: (request) => real.stream(request),
+        async complete(request) {
+          const result = await real.complete(request);
+          await new Promise<void>((resolve) => {
+            finished.push(resolve);
+            if (finished.length === 20) for (const release of finished) release();
+          });
+          return result;
+        },
+      };
+      const g = await startTestApp({ database: t.database, build: { providers: { chatModel: gated } }, env: { LOGIN_RATE_LIMIT_PER_EMAIL: '1000' } });
+      try {
+        const results = await Promise.all(Array.from({ length: 20 }, (_, i) => call(g, 'POST', `/api/user/embedding/${chunks[i % 4]}/sanitize`, 'member')));
+        for (const r of results) assert.equal(r.statusCode, 200, r.body);
+        assert.equal(stub.requests.filter((r) => r.body?.messages?.[1]?.content?.startsWith('Chunk ')).length >= 20, true);
+        const reported = results.reduce((sum, r) => sum + r.json().tokensUsed, 0);
+        let expected = 0;
+        for (let k = 1; k <= 20; k++) expected += 100 + 2 * k;
+        assert.equal(reported, expected);
+        assert.equal((await uploadRow(upload)).tokensUsed, expected);
+      } finally {
+        await g.close();
+      }
+    });
+
+    test('PUT: an embedding provider failing beyond its retries is a 502 and nothing changes', async () => {
+      const e = await startTestApp({
+        database: t.database,
+        env: { EMBEDDINGS_PROVIDER: 'openai-compatible', EMBEDDINGS_BASE_URL: stub.baseUrl, EMBEDDINGS_MODEL: 'stub-embedding', EMBEDDINGS_MAX_RETRIES: '1', LOGIN_RATE_LIMIT_PER_EMAIL: '1000' },
+      });
+      const local = t.app.ctx.providers.embedder;
+      const remote = e.app.ctx.providers.embedder;
+      const upload = await makeUpload({ owner: member, scope: 'personal' });
+      const chunk = await makeChunk(upload, 0, 'Before the failed edit.');
+      const before = await chunkRow(chunk);
+      // the stored vectors are declared to be the remote embedder's, so that the edit reaches it
+      await writeEmbedderState(t.database.db, { id: remote.id, dimensions: remote.dimensions, complete: true }, new Date());
+      try {
+        const seen = stub.requestsTo('/v1/embeddings').length;
+        stub.failNext(2, 500);
+        const res = await call(e, 'PUT', `/api/user/embedding/${chunk}`, 'member', { sanitizedText: 'After the failed edit.' });
+        assert.equal(res.statusCode, 502);
+        assert.deepEqual(res.json(), { success: false, message: 'The embedding provider failed; the chunk was not changed', error: { code: 'UPSTREAM_FAILED', details: [] } });
+        assert.equal(stub.requestsTo('/v1/embeddings').length - seen, 2);
+        assert.deepEqual(await chunkRow(chunk), before);
+        // and when it answers, its vector is stored
+        const ok = await call(e, 'PUT', `/api/user/embedding/${chunk}`, 'member', { sanitizedText: 'After the edit.' });
+        assert.equal(ok.statusCode, 200, ok.body);
+        const [expected] = await remote.embed(['After the edit.']);
+        const stored = parseVector((await chunkRow(chunk)).embedding);
+        for (let i = 0; i < stored.length; i++) assert.ok(Math.abs(stored[i]! - expected![i]!) < 1e-6);
+      } finally {
+        await writeEmbedderState(t.database.db, { id: local.id, dimensions: local.dimensions, complete: true }, new Date());
+        await e.close();
+      }
+    });
+
+    test('a provider failing beyond its retries is a 502 with the contract body; nothing is counted', async () => {
+      stub.setChatHandler(null);
+      const upload = await makeUpload({ owner: member, scope: 'instance', institutionId: instWithModel.id });
+      const chunk = await makeChunk(upload, 0, 'Text that will not be cleaned.');
+      const seen = stub.requests.length;
+      stub.failNext(3, 500); // the first try and 2 retries
+      const res = await call(s, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'member');
+      assert.equal(res.statusCode, 502);
+      assert.deepEqual(res.json(), { success: false, message: 'The model provider failed; try again later', error: { code: 'UPSTREAM_FAILED', details: [] } });
+      assert.equal(stub.requests.length - seen, 3);
+      assert.equal((await uploadRow(upload)).tokensUsed, 0);
+      // a failure within the retries is invisible to the caller
+      stub.failNext(2, 500);
+      const recovered = await call(s, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'member');
+      assert.equal(recovered.statusCode, 200);
+      assert.equal((await uploadRow(upload)).tokensUsed, recovered.json().tokensUsed);
+    });
+  });
+});

@@ -1,0 +1,497 @@
+/**
+ * Units of ingestion that need no app and no database: text extraction, chunking, embedders.
+ * Every file is built here, for real (pdf-lib for PDF, docx for DOCX); the OpenAI-compatible
+ * embedder talks to a small HTTP server on 127.0.0.1.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PDFDocument, StandardFonts, rgb } from 'pdf-lib';
+import { Document, HeadingLevel, Packer, Paragraph, TextRun } from 'docx';
+import { detectFormat, extractText, ExtractionError, SUPPORTED_FORMATS } from '../src/modules/vault/ingest/extract.js';
+import { chunkText, countTokens, type Chunk } from '../src/modules/vault/ingest/chunker.js';
+import { LocalEmbedder } from '../src/providers/embeddings/local.js';
+import { OpenAiCompatibleEmbedder } from '../src/providers/embeddings/openai-compatible.js';
+import { createEmbedder } from '../src/providers/embeddings/index.js';
+import type { EmbeddingsConfig } from '../src/providers/embeddings/types.js';
+
+const file = (content: string | Buffer | Uint8Array, originalname: string, mimetype = 'application/octet-stream') => ({
+  buffer: typeof content === 'string' ? Buffer.from(content, 'utf8') : Buffer.from(content),
+  originalname,
+  mimetype,
+});
+
+async function rejectsWith(promise: Promise<unknown>, message: RegExp): Promise<void> {
+  await assert.rejects(promise, (err: unknown) => {
+    assert.ok(err instanceof ExtractionError, `expected an ExtractionError, got ${String(err)}`);
+    assert.match(err.message, message);
+    return true;
+  });
+}
+
+describe('extractText', () => {
+  test('format: extension first, then mimetype; unsupported is null', () => {
+    assert.deepEqual([...SUPPORTED_FORMATS], ['txt', 'md', 'csv', 'json', 'html', 'pdf', 'docx']);
+    assert.equal(detectFormat('text/plain', 'notes.md'), 'md');
+    assert.equal(detectFormat('application/octet-stream', 'REPORT.PDF'), 'pdf');
+    assert.equal(detectFormat('application/json; charset=utf-8', 'data'), 'json');
+    assert.equal(detectFormat('application/vnd.openxmlformats-officedocument.wordprocessingml.document', 'upload.bin'), 'docx');
+    assert.equal(detectFormat('text/html', 'page.htm'), 'html');
+    assert.equal(detectFormat('image/png', 'photo.png'), null);
+  });
+
+  test('unsupported type names the extension, the mimetype and what is supported', async () => {
+    await rejectsWith(
+      extractText(file('x', 'photo.xyz', 'image/png')),
+      /^Unsupported file type: \.xyz \(image\/png\)\. Supported: txt, md, csv, json, html, pdf, docx$/,
+    );
+  });
+
+  test('txt: UTF-8 with BOM, latin1 fallback, control characters removed', async () => {
+    const bom = await extractText(file(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('Grüße\r\naus Köln\u0000!')]), 'a.txt'));
+    assert.deepEqual(bom, { text: 'Grüße\naus Köln!', format: 'txt' });
+    const latin1 = await extractText(file(Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x20, 0x6e, 0x6f, 0x69, 0x72]), 'b.txt', 'text/plain'));
+    assert.equal(latin1.text, 'café noir');
+  });
+
+  test('empty or blank file: "File contains no text"', async () => {
+    await rejectsWith(extractText(file('  \n\n\t ', 'empty.txt')), /^File contains no text$/);
+    await rejectsWith(extractText(file('', 'empty.md')), /^File contains no text$/);
+  });
+
+  test('md: kept as written', async () => {
+    const doc = await extractText(file('# Title\n\nSome *text*.\n\n## Part\n\n- item', 'a.md', 'text/markdown'));
+    assert.equal(doc.format, 'md');
+    assert.equal(doc.text, '# Title\n\nSome *text*.\n\n## Part\n\n- item');
+  });
+
+  test('csv: one "header: value" line per row, quoted commas, quotes and newlines parsed', async () => {
+    const csv = 'name,city,note\r\n"Smith, John",Berlin,"said ""hi""\nand left"\r\nAda,,first programmer\r\n';
+    const doc = await extractText(file(csv, 'people.csv', 'text/csv'));
+    assert.equal(doc.format, 'csv');
+    const lines = doc.text.split('\n');
+    // one line per data row (a leading line naming the columns is allowed)
+    assert.deepEqual(lines.slice(-2), ['name: Smith, John; city: Berlin; note: said "hi" and left', 'name: Ada; note: first programmer']);
+    assert.ok(lines.length <= 3, doc.text);
+  });
+
+  test('csv: semicolon-separated files are recognised', async () => {
+    const doc = await extractText(file('a;b\n1;"x;y"\n', 'semi.csv'));
+    assert.equal(doc.text.split('\n').pop(), 'a: 1; b: x;y');
+  });
+
+  test('json: flattened path: value lines; invalid JSON is an ExtractionError', async () => {
+    const json = JSON.stringify({ order: { id: 7, items: [{ name: 'Pen', qty: 2 }, { name: 'Ink' }], paid: true, note: null }, 'odd key': 'v' });
+    const doc = await extractText(file(json, 'order.json', 'application/json'));
+    assert.deepEqual(doc.text.split('\n'), [
+      'order.id: 7',
+      'order.items[0].name: Pen',
+      'order.items[0].qty: 2',
+      'order.items[1].name: Ink',
+      'order.paid: true',
+      'order.note: null',
+      '["odd key"]: v',
+    ]);
+    await rejectsWith(extractText(file('{"a": 1,,}', 'bad.json')), /^Invalid JSON/);
+  });
+
+  test('html: headings as # lines, no script/style/nav, no URLs', async () => {
+    const html = `<!doctype html><html><head><title>Ignored title</title><style>p{color:red}</style>
+      <script>window.secret = "SCRIPT_TEXT"</script></head><body>
+      <nav><a href="/home">Home</a> <a href="/about">About us</a></nav>
+      <h1>Annual Review</h1><p>Revenue grew, see <a href="https://example.com/report?id=1">the report</a>.</p>
+      <img src="https://cdn.example.com/chart.png" alt="Revenue chart">
+      <h2>Outlook</h2><ul><li>Hire more</li><li>Expand</li></ul>
+      <table><tr><th>Year</th><th>Sales</th></tr><tr><td>2025</td><td>10</td></tr></table>
+      <noscript>NOSCRIPT_TEXT</noscript></body></html>`;
+    const doc = await extractText(file(html, 'page.html', 'text/html'));
+    const lines = doc.text.split('\n');
+    assert.ok(lines.includes('# Annual Review'), doc.text);
+    assert.ok(lines.includes('## Outlook'), doc.text);
+    assert.match(doc.text, /Revenue grew, see the report\./);
+    assert.match(doc.text, /Hire more/);
+    assert.match(doc.text, /Year\W+Sales/);
+    assert.match(doc.text, /2025\W+10/);
+    for (const absent of ['SCRIPT_TEXT', 'color:red', 'About us', 'Home', 'http', 'example.com', 'NOSCRIPT_TEXT', 'Ignored title']) {
+      assert.ok(!doc.text.includes(absent), `"${absent}" should not be in: ${doc.text}`);
+    }
+  });
+
+  test('pdf: text of each page, in order, with the page count', async () => {
+    const pdf = await PDFDocument.create();
+    const font = await pdf.embedFont(StandardFonts.Helvetica);
+    const pageTexts = [
+      ['Alpha page talks about apples.', 'Apples are red.'],
+      ['Bravo page talks about bananas.', 'Bananas are yellow.'],
+      ['Charlie page talks about cherries.', 'Cherries are small.'],
+    ];
+    for (const lines of pageTexts) {
+      const page = pdf.addPage([595, 842]);
+      lines.forEach((line, i) => page.drawText(line, { x: 50, y: 780 - i * 20, size: 12, font }));
+    }
+    const doc = await extractText(file(await pdf.save(), 'fruit.pdf', 'application/pdf'));
+    assert.equal(doc.format, 'pdf');
+    assert.equal(doc.pages, 3);
+    const pages = doc.text.split('\n\n');
+    assert.equal(pages.length, 3, doc.text);
+    pageTexts.forEach((lines, i) => {
+      for (const line of lines) assert.ok(pages[i]!.includes(line), `page ${i + 1} should contain "${line}": ${pages[i]}`);
+    });
+  });
+
+  test('pdf without text (a scan) and corrupt pdf are ExtractionErrors', async () => {
+    const pdf = await PDFDocument.create();
+    pdf.addPage([300, 300]).drawRectangle({ x: 10, y: 10, width: 100, height: 100, color: rgb(0.2, 0.2, 0.2) });
+    await rejectsWith(extractText(file(await pdf.save(), 'scan.pdf')), /^PDF has no extractable text \(scanned image\?\)$/);
+
+    let seed = 7;
+    const random = Buffer.alloc(4096);
+    for (let i = 0; i < random.length; i++) random[i] = (seed = (seed * 1103515245 + 12345) >>> 0) >>> 24;
+    await rejectsWith(extractText(file(Buffer.concat([Buffer.from('%PDF-1.7\n'), random]), 'broken.pdf')), /^Could not read PDF: .+/);
+  });
+
+  test('docx: headings as # lines, paragraphs kept', async () => {
+    const document = new Document({
+      sections: [
+        {
+          children: [
+            new Paragraph({ text: 'Quarterly Report', heading: HeadingLevel.HEADING_1 }),
+            new Paragraph({ children: [new TextRun('Sales rose by '), new TextRun({ text: 'twelve percent', bold: true }), new TextRun('.')] }),
+            new Paragraph({ text: 'Risks', heading: HeadingLevel.HEADING_2 }),
+            new Paragraph('Supply chains remain fragile.'),
+          ],
+        },
+      ],
+    });
+    const doc = await extractText(file(await Packer.toBuffer(document), 'report.docx'));
+    assert.equal(doc.format, 'docx');
+    assert.equal(doc.text, '# Quarterly Report\n\nSales rose by twelve percent.\n\n## Risks\n\nSupply chains remain fragile.');
+  });
+
+  test('corrupt docx is an ExtractionError', async () => {
+    await rejectsWith(extractText(file('PK\u0003\u0004 definitely not a zip', 'broken.docx')), /^Could not read DOCX: .+/);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+const sentence = (i: number) => `Sentence ${i} tells a small story about item ${i} and why it matters.`;
+
+function sectionsOf(chunks: Chunk[]) {
+  return chunks.map((c) => c.heading);
+}
+
+describe('chunkText', () => {
+  test('countTokens: o200k tokens, special-token text counted as text', () => {
+    assert.equal(countTokens(''), 0);
+    assert.equal(countTokens('hello world'), 2);
+    assert.ok(countTokens('a <|endoftext|> b') > 3);
+  });
+
+  test('long input: chunks within maxTokens, exact token counts, consecutive indices, no sentence lost', () => {
+    const paragraphs = Array.from({ length: 40 }, (_, p) => Array.from({ length: 6 }, (_, s) => sentence(p * 6 + s)).join(' '));
+    const text = paragraphs.join('\n\n');
+    const chunks = chunkText(text, { maxTokens: 120, overlapTokens: 30 });
+    assert.ok(chunks.length > 10);
+    chunks.forEach((c, i) => {
+      assert.equal(c.index, i);
+      assert.equal(c.tokens, countTokens(c.text));
+      assert.ok(c.tokens <= 120, `chunk ${i} has ${c.tokens} tokens`);
+      assert.equal(c.heading, undefined);
+    });
+    const all = chunks.map((c) => c.text).join('\n');
+    for (let i = 0; i < 240; i++) assert.ok(all.includes(sentence(i)), `lost: ${sentence(i)}`);
+    // chunks hold sentences in order: the first sentence of each chunk comes no earlier than the previous chunk's first
+    const firstIds = chunks.map((c) => Number(/Sentence (\d+)/.exec(c.text)![1]));
+    for (let i = 1; i < firstIds.length; i++) assert.ok(firstIds[i]! > firstIds[i - 1]!);
+  });
+
+  test('defaults: 400 tokens max, overlap between consecutive chunks', () => {
+    const text = Array.from({ length: 300 }, (_, i) => sentence(i)).join(' ');
+    const chunks = chunkText(text);
+    assert.ok(chunks.length >= 3);
+    for (const c of chunks) assert.ok(c.tokens <= 400 && c.tokens > 200, `${c.tokens}`);
+    for (let i = 1; i < chunks.length; i++) {
+      const previous = chunks[i - 1]!.text;
+      const first = /^Sentence \d+ [^.]*\./.exec(chunks[i]!.text)?.[0];
+      assert.ok(first, `chunk ${i} starts with a whole sentence`);
+      assert.ok(previous.endsWith(first) || previous.includes(`${first} `), `chunk ${i} starts with a sentence of chunk ${i - 1}`);
+      // the repeated part is about overlapTokens (60), never more
+      const repeated = chunks[i]!.text.slice(0, chunks[i]!.text.indexOf(previous.slice(previous.lastIndexOf('Sentence'))) + 1);
+      assert.ok(countTokens(repeated) <= 60 + 20);
+    }
+  });
+
+  test('overlap 0: no repeated sentence', () => {
+    const text = Array.from({ length: 100 }, (_, i) => sentence(i)).join(' ');
+    const chunks = chunkText(text, { maxTokens: 100, overlapTokens: 0 });
+    const seen = chunks.flatMap((c) => c.text.match(/Sentence \d+ /g) ?? []);
+    assert.equal(seen.length, 100);
+  });
+
+  test('headings start sections and are recorded; sections do not share a chunk', () => {
+    const text = [
+      '# Guide',
+      '## Install',
+      Array.from({ length: 30 }, (_, i) => sentence(i)).join(' '),
+      '## Usage',
+      'Run the tool. It prints a report.',
+      'Usage Notes',
+      'A stand-alone title-case line above counts as a heading.',
+      'Setext Heading',
+      '==============',
+      'Text under a setext heading.',
+    ].join('\n\n');
+    const chunks = chunkText(text, { maxTokens: 100, overlapTokens: 20 });
+    const headings = sectionsOf(chunks);
+    assert.equal(chunks[0]!.heading, 'Install');
+    assert.ok(chunks[0]!.text.startsWith('# Guide\n\n## Install\n\nSentence 0'), chunks[0]!.text);
+    const install = chunks.filter((c) => c.heading === 'Install');
+    assert.ok(install.length >= 3);
+    for (const c of install) assert.ok(!c.text.includes('Run the tool'));
+    const usage = chunks.find((c) => c.heading === 'Usage')!;
+    assert.equal(usage.text, '## Usage\n\nRun the tool. It prints a report.');
+    assert.equal(chunks.find((c) => c.heading === 'Usage Notes')!.text, 'Usage Notes\n\nA stand-alone title-case line above counts as a heading.');
+    assert.ok(chunks.find((c) => c.heading === 'Setext Heading')!.text.endsWith('Text under a setext heading.'));
+    assert.deepEqual([...new Set(headings)], ['Install', 'Usage', 'Usage Notes', 'Setext Heading']);
+  });
+
+  test('numbered and capitalised heading lines inside PDF-like text start sections', () => {
+    const text = 'Intro text of the paper ends here.\n2.1 Method Overview\nWe measured everything twice.\nRESULTS\nAll good.';
+    const chunks = chunkText(text, { maxTokens: 50 });
+    assert.deepEqual(
+      chunks.map((c) => [c.heading, c.text]),
+      [
+        [undefined, 'Intro text of the paper ends here.'],
+        ['2.1 Method Overview', '2.1 Method Overview\n\nWe measured everything twice.'],
+        ['RESULTS', 'RESULTS\n\nAll good.'],
+      ],
+    );
+  });
+
+  test('a heading inside a code fence is not a heading', () => {
+    const chunks = chunkText('Intro.\n\n```\n# not a heading\nprint(1)\n```\n\nAfter.', { maxTokens: 100 });
+    assert.equal(chunks.length, 1);
+    assert.equal(chunks[0]!.heading, undefined);
+  });
+
+  test('an over-long sentence is cut into windows; every word survives in order', () => {
+    const words = Array.from({ length: 2000 }, (_, i) => `w${i}`);
+    const chunks = chunkText(words.join(' '), { maxTokens: 64, overlapTokens: 0 });
+    for (const c of chunks) assert.ok(c.tokens <= 64);
+    assert.deepEqual(chunks.map((c) => c.text).join(' ').split(' '), words);
+  });
+
+  test('an unbroken 20 000-character string (base64) is cut by characters, within the limit', () => {
+    let blob = '';
+    for (let i = 0; blob.length < 20_000; i++) blob += Buffer.from(`chunk-${i}-${i * 7919}`).toString('base64').replace(/=/g, '');
+    const chunks = chunkText(blob, { maxTokens: 100, overlapTokens: 0 });
+    for (const c of chunks) assert.ok(c.tokens <= 100 && c.tokens === countTokens(c.text));
+    assert.equal(chunks.map((c) => c.text).join(''), blob);
+  });
+
+  test('CSV-like lines stay whole rows', () => {
+    const rows = Array.from({ length: 50 }, (_, i) => `id: ${i}; name: Person ${i}; city: Town ${i}`);
+    const chunks = chunkText(['Columns: id, name, city', ...rows].join('\n'), { maxTokens: 80, overlapTokens: 0 });
+    const lines = chunks.flatMap((c) => c.text.split('\n'));
+    for (const row of rows) assert.ok(lines.includes(row), row);
+  });
+
+  test('empty and blank text give no chunks', () => {
+    assert.deepEqual(chunkText(''), []);
+    assert.deepEqual(chunkText(' \n\n \t'), []);
+  });
+
+  test('1 MB of prose is chunked in well under 5 seconds', () => {
+    const text = Array.from({ length: 16_000 }, (_, i) => sentence(i) + (i % 5 === 4 ? '\n\n' : ' ')).join('');
+    assert.ok(text.length > 1_000_000);
+    const started = performance.now();
+    const chunks = chunkText(text);
+    const ms = performance.now() - started;
+    assert.ok(ms < 5000, `${ms} ms`);
+    assert.ok(chunks.every((c) => c.tokens <= 400));
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+const cosine = (a: number[], b: number[]) => a.reduce((s, x, i) => s + x * b[i]!, 0);
+const norm = (a: number[]) => Math.sqrt(a.reduce((s, x) => s + x * x, 0));
+
+describe('LocalEmbedder', () => {
+  const embedder = new LocalEmbedder();
+
+  test('id, dimensions, unit norm, deterministic across instances', async () => {
+    assert.equal(embedder.id, 'local:hashed-ngrams-v1:384');
+    assert.equal(embedder.dimensions, 384);
+    const texts = ['The cat sat on the mat.', 'Quarterly revenue grew by twelve percent.'];
+    const [a, b] = await embedder.embed(texts);
+    assert.equal(a!.length, 384);
+    assert.ok(Math.abs(norm(a!) - 1) < 1e-9 && Math.abs(norm(b!) - 1) < 1e-9);
+    assert.deepEqual(await new LocalEmbedder(384).embed(texts), [a, b]);
+    assert.notDeepEqual(a, b);
+    assert.equal(new LocalEmbedder(64).id, 'local:hashed-ngrams-v1:64');
+    assert.equal((await new LocalEmbedder(64).embed(['x y z']))[0]!.length, 64);
+  });
+
+  test('similar texts are closer than unrelated texts; case and punctuation do not matter', async () => {
+    const [query, similar, unrelated, shouting] = await embedder.embed([
+      'How do I reset my account password?',
+      'To reset the password of your account, open settings.',
+      'The pasta recipe needs tomatoes, garlic and basil.',
+      'HOW DO I RESET MY ACCOUNT PASSWORD',
+    ]);
+    assert.ok(cosine(query!, similar!) > cosine(query!, unrelated!) + 0.2, `${cosine(query!, similar!)} vs ${cosine(query!, unrelated!)}`);
+    assert.ok(cosine(query!, shouting!) > 0.999);
+    // shared stems count through character trigrams
+    const [payments, payment, weather] = await embedder.embed(['payments', 'payment', 'weather']);
+    assert.ok(cosine(payments!, payment!) > cosine(payments!, weather!));
+  });
+
+  test('empty text and text without words give the zero vector', async () => {
+    const [empty, punctuation] = await embedder.embed(['', ' ?!… ']);
+    assert.deepEqual(empty, new Array(384).fill(0));
+    assert.deepEqual(punctuation, new Array(384).fill(0));
+  });
+
+  test('an aborted signal stops the call', async () => {
+    const controller = new AbortController();
+    controller.abort(new Error('stop'));
+    await assert.rejects(embedder.embed(['a'], { signal: controller.signal }), /stop/);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+interface SeenRequest {
+  url: string;
+  authorization: string | undefined;
+  body: { model: string; input: string[]; dimensions: number; encoding_format: string };
+}
+
+/** A deterministic raw (unnormalised) vector for a text. */
+function rawVector(text: string, dims: number): number[] {
+  let h = 0;
+  for (const ch of text) h = (h * 31 + ch.codePointAt(0)!) >>> 0;
+  return Array.from({ length: dims }, (_, i) => ((h >>> (i % 24)) & 7) + 1 + i);
+}
+
+describe('OpenAiCompatibleEmbedder', () => {
+  let server: Server;
+  let baseUrl: string;
+  const seen: SeenRequest[] = [];
+  let answerDims: number | undefined; // when set, the server answers vectors of this length
+  let failWith: number | undefined;
+
+  const readBody = async (req: IncomingMessage) => {
+    const parts: Buffer[] = [];
+    for await (const part of req) parts.push(part as Buffer);
+    return JSON.parse(Buffer.concat(parts).toString('utf8'));
+  };
+
+  before(async () => {
+    server = createServer(async (req, res) => {
+      const body = await readBody(req);
+      seen.push({ url: req.url ?? '', authorization: req.headers.authorization, body });
+      if (req.method !== 'POST' || req.url !== '/v1/embeddings') {
+        res.writeHead(404).end();
+        return;
+      }
+      if (failWith) {
+        res.writeHead(failWith, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'model not loaded', type: 'invalid_request_error' } }));
+        return;
+      }
+      const dims = answerDims ?? body.dimensions;
+      // answered in reverse order: the client must sort by index
+      const data = body.input.map((text: string, index: number) => ({ object: 'embedding', index, embedding: rawVector(text, dims) })).reverse();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({ object: 'list', data, model: body.model, usage: { prompt_tokens: 5, total_tokens: 5 } }),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  });
+  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  const config = (over: Partial<EmbeddingsConfig> = {}): EmbeddingsConfig => ({
+    provider: 'openai-compatible',
+    baseUrl,
+    model: 'test-embed',
+    dimensions: 8,
+    batchSize: 2,
+    timeoutMs: 5000,
+    maxRetries: 0,
+    ...over,
+  });
+
+  test('batches of batchSize, vectors in input order, L2-normalised', async () => {
+    seen.length = 0;
+    answerDims = undefined;
+    failWith = undefined;
+    const embedder = new OpenAiCompatibleEmbedder(config());
+    assert.equal(embedder.id, 'openai-compatible:test-embed:8');
+    const texts = ['alpha', 'beta', 'gamma', 'delta', 'epsilon'];
+    const vectors = await embedder.embed(texts);
+    assert.equal(seen.length, 3);
+    assert.deepEqual(seen.map((r) => r.body.input), [['alpha', 'beta'], ['gamma', 'delta'], ['epsilon']]);
+    for (const r of seen) {
+      assert.equal(r.url, '/v1/embeddings');
+      assert.equal(r.body.model, 'test-embed');
+      assert.equal(r.body.dimensions, 8);
+      assert.equal(r.body.encoding_format, 'float');
+      assert.equal(r.authorization, 'Bearer not-needed');
+    }
+    texts.forEach((text, i) => {
+      const raw = rawVector(text, 8);
+      const length = norm(raw);
+      assert.equal(vectors[i]!.length, 8);
+      vectors[i]!.forEach((x, k) => assert.ok(Math.abs(x - raw[k]! / length) < 1e-12));
+      assert.ok(Math.abs(norm(vectors[i]!) - 1) < 1e-12);
+    });
+  });
+
+  test('the API key is sent; blank texts are not sent and get the zero vector', async () => {
+    seen.length = 0;
+    const embedder = new OpenAiCompatibleEmbedder(config({ apiKey: 'sk-test', batchSize: 10 }));
+    const vectors = await embedder.embed(['one', '  ', 'two']);
+    assert.equal(seen.length, 1);
+    assert.deepEqual(seen[0]!.body.input, ['one', 'two']);
+    assert.equal(seen[0]!.authorization, 'Bearer sk-test');
+    assert.deepEqual(vectors[1], new Array(8).fill(0));
+    assert.ok(Math.abs(norm(vectors[2]!) - 1) < 1e-12);
+    assert.deepEqual(await embedder.embed([]), []);
+    assert.equal(seen.length, 1);
+  });
+
+  test('vectors of the wrong length are an Error naming both lengths', async () => {
+    answerDims = 5;
+    try {
+      await assert.rejects(new OpenAiCompatibleEmbedder(config()).embed(['x']), (err: unknown) => {
+        assert.ok(err instanceof Error);
+        assert.match(err.message, /length 5, expected 8/);
+        return true;
+      });
+    } finally {
+      answerDims = undefined;
+    }
+  });
+
+  test('an HTTP error from the server is a clear Error', async () => {
+    failWith = 400;
+    try {
+      await assert.rejects(new OpenAiCompatibleEmbedder(config()).embed(['x']), /HTTP 400: model not loaded/);
+    } finally {
+      failWith = undefined;
+    }
+  });
+
+  test('createEmbedder: local by default settings, openai-compatible needs base URL and model', async () => {
+    const local = createEmbedder({ ...config(), provider: 'local', dimensions: 384, baseUrl: undefined, model: undefined });
+    assert.ok(local instanceof LocalEmbedder);
+    assert.equal(local.id, 'local:hashed-ngrams-v1:384');
+    assert.ok(createEmbedder(config()) instanceof OpenAiCompatibleEmbedder);
+    assert.throws(() => createEmbedder(config({ baseUrl: undefined })), /EMBEDDINGS_BASE_URL/);
+    assert.throws(() => createEmbedder(config({ model: undefined })), /EMBEDDINGS_MODEL/);
+  });
+});
