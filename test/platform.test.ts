@@ -54,6 +54,20 @@ describe('platform: errors, operations, OpenAPI', () => {
     assert.equal(res.json().error.code, 'VALIDATION_FAILED');
   });
 
+  test('authentication comes before validation: no token and a bad body → 401, not 400', async () => {
+    for (const [method, url, payload] of [
+      ['PATCH', '/api/user/me', { fname: 42 }],
+      ['POST', '/api/user/collection', { color: 'red' }],
+      ['POST', '/api/user/collections/select-all-ids', { status: 'nope' }],
+      ['PUT', '/api/user/embedding/not-a-uuid', { text: 7 }],
+      ['POST', '/api/admin/accounts', { pageSize: 0 }],
+    ] as const) {
+      const res = await t.app.inject({ method, url, payload });
+      assert.equal(res.statusCode, 401, `${method} ${url}: ${res.body}`);
+      assert.equal(res.json().error.code, 'UNAUTHENTICATED');
+    }
+  });
+
   test('healthz, readyz, request id', async () => {
     const h = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'req-abc-123' } });
     assert.equal(h.statusCode, 200);

@@ -66,7 +66,7 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
     '/api/auth/logout',
     {
       schema: { tags: ['auth'], summary: 'Revoke the session of the presented access token', security: SECURED, response: { 200: SuccessOnly, ...errorResponses(401) } },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => {
       await service.logout(authOf(request));
@@ -76,7 +76,7 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
 
   app.get(
     '/api/user/me',
-    { schema: { tags: ['user'], summary: 'The current user', security: SECURED, response: { 200: MeResponse, ...errorResponses(401) } }, preHandler: authenticated },
+    { schema: { tags: ['user'], summary: 'The current user', security: SECURED, response: { 200: MeResponse, ...errorResponses(401) } }, preValidation: authenticated },
     async (request) => ({ success: true, data: presentUser(await service.me(authOf(request))) }),
   );
 
@@ -91,7 +91,7 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
         body: PatchMeBody,
         response: { 200: MeResponse, ...errorResponses(400, 401, 403) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, data: presentUser(await service.updateMe(authOf(request), request.body)) }),
   );
@@ -105,7 +105,7 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
         security: SECURED,
         response: { 200: Type.Object({ success: Type.Boolean(), data: Type.Array(EnrolmentSchema) }), ...errorResponses(401) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, data: await service.institutions(authOf(request)) }),
   );
@@ -121,7 +121,7 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
         body: SwitchBody,
         response: { 200: TokenPairSchema, ...errorResponses(400, 401, 403) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => service.switchInstitution(authOf(request), request.body.institution),
   );

@@ -46,7 +46,7 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
         security: SECURED,
         response: { 200: EnrollResponse, ...errorResponses(401, 409, 429, 502) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => service.enroll(authOf(request), clientMeta(request)),
   );
@@ -65,7 +65,8 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
         body: VerifyBody,
         response: { 200: VerifyResponse, ...errorResponses(400, 401, 409, 429) },
       },
-      preHandler: [authenticated, perIp('mfa-verify-ip')],
+      preValidation: authenticated,
+      preHandler: perIp('mfa-verify-ip'),
     },
     async (request, reply) => {
       const issued = await service.verifyEnrollment(authOf(request), request.body.challengeId, request.body.code, clientMeta(request));
@@ -107,7 +108,7 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
         security: SECURED,
         response: { 200: DevicesResponse, ...errorResponses(401) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, devices: (await service.listDevices(authOf(request))).map(presentDevice) }),
   );
@@ -123,7 +124,7 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
         params: DeviceParams,
         response: { 200: SuccessOnly, ...errorResponses(400, 401, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => {
       await service.revokeDevice(authOf(request), request.params.id);

@@ -22,7 +22,7 @@ export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
         querystring: ChunkListQuery,
         response: { 200: ChunkListEnvelope, ...errorResponses(400, 401, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => service.listForUpload(authOf(request), request.params.id, request.query.page ?? 1, request.query.pageSize ?? 100),
   );
@@ -38,7 +38,7 @@ export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
         params: ChunkIdParams,
         response: { 200: ChunkEnvelope, ...errorResponses(400, 401, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, data: await service.get(authOf(request), request.params.id) }),
   );
@@ -60,7 +60,7 @@ export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
         body: UpdateChunkBody,
         response: { 200: ChunkEnvelope, ...errorResponses(400, 401, 403, 404, 409, 502) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, data: await service.update(authOf(request), request.params.id, request.body) }),
   );
@@ -81,7 +81,7 @@ export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
         params: ChunkIdParams,
         response: { 200: SanitizeResponse, ...errorResponses(400, 401, 404, 409, 502) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => service.sanitize(authOf(request), request.params.id),
   );

@@ -40,7 +40,7 @@ export async function collectionRoutes(app: App, ctx: AppContext): Promise<void>
         body: SelectAllIdsBody,
         response: { 200: SelectAllIdsResponse, ...errorResponses(400, 401, 403, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => service.selectAllIds(authOf(request), request.body),
   );
@@ -61,7 +61,7 @@ export async function collectionRoutes(app: App, ctx: AppContext): Promise<void>
         body: CreateCollectionBody,
         response: { 201: CollectionEnvelope, ...errorResponses(400, 401, 403, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request, reply) => {
       const data = await service.create(authOf(request), request.body);
@@ -83,7 +83,7 @@ export async function collectionRoutes(app: App, ctx: AppContext): Promise<void>
         querystring: ListCollectionsQuery,
         response: { 200: CollectionListEnvelope, ...errorResponses(400, 401, 403, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, data: await service.list(authOf(request), request.query) }),
   );
@@ -98,7 +98,7 @@ export async function collectionRoutes(app: App, ctx: AppContext): Promise<void>
         params: CollectionIdParams,
         response: { 200: CollectionEnvelope, ...errorResponses(400, 401, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, data: await service.get(authOf(request), request.params.id) }),
   );
@@ -118,7 +118,7 @@ export async function collectionRoutes(app: App, ctx: AppContext): Promise<void>
         body: PatchCollectionBody,
         response: { 200: CollectionEnvelope, ...errorResponses(400, 401, 403, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, data: await service.update(authOf(request), request.params.id, request.body) }),
   );
@@ -136,7 +136,7 @@ export async function collectionRoutes(app: App, ctx: AppContext): Promise<void>
         params: CollectionIdParams,
         response: { 200: DeleteCollectionResponse, ...errorResponses(400, 401, 403, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, message: 'Collection deleted', data: await service.remove(authOf(request), request.params.id) }),
   );

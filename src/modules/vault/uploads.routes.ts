@@ -52,10 +52,12 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
           response: { 201: UploadEnvelope, ...errorResponses(400, 401, 403, 404, 413) },
         },
         // The body is a stream read by the handler; the schema above documents the form only.
-        preValidation: async (request) => {
-          if (request.isMultipart()) request.body = {};
-        },
-        preHandler: authenticated,
+        preValidation: [
+          authenticated,
+          async (request) => {
+            if (request.isMultipart()) request.body = {};
+          },
+        ],
       },
       async (request, reply) => {
         const parts = request.parts({ limits }) as AsyncIterable<UploadPart>;
@@ -79,7 +81,7 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
         querystring: ListUploadsQuery,
         response: { 200: UploadListEnvelope, ...errorResponses(400, 401, 403) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => {
       const { rows, total, page, pageSize } = await service.list(authOf(request), request.query);
@@ -97,7 +99,7 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
         params: UploadIdParams,
         response: { 200: UploadEnvelope, ...errorResponses(400, 401, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, data: presentUpload(await service.get(authOf(request), request.params.id)) }),
   );
@@ -113,7 +115,7 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
         params: UploadIdParams,
         response: { 200: Type.Unsafe<unknown>({ type: 'string', format: 'binary', description: 'The file' }), ...errorResponses(400, 401, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request, reply) => {
       const { upload, stream } = await service.download(authOf(request), request.params.id);
@@ -143,7 +145,7 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
         body: PatchUploadBody,
         response: { 200: UploadEnvelope, ...errorResponses(400, 401, 403, 404, 409) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, data: presentUpload(await service.update(authOf(request), request.params.id, request.body)) }),
   );
@@ -161,7 +163,7 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
         params: UploadIdParams,
         response: { 200: Type.Object({ success: Type.Boolean(), message: Type.String(), data: UploadSchema }), ...errorResponses(400, 401, 403, 404) },
       },
-      preHandler: authenticated,
+      preValidation: authenticated,
     },
     async (request) => ({ success: true, message: 'File deleted', data: presentUpload(await service.remove(authOf(request), request.params.id)) }),
   );
