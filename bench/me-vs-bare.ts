@@ -9,7 +9,7 @@ import autocannon from 'autocannon';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, startProcess, stopProcess } from './support.js';
+import { freePort, startServer, stopProcess } from './support.js';
 
 const seconds = Number(process.argv[2] ?? 10);
 const connections = Number(process.argv[3] ?? 10);
@@ -32,8 +32,8 @@ const env = {
   BOOTSTRAP_ADMIN_EMAIL: 'bench@example.com',
   BOOTSTRAP_ADMIN_PASSWORD: 'bench-password',
 };
-const app = await startProcess(['src/cli.ts', 'serve'], env, /server ready/);
-const bare = await startProcess(['bench/bare-server.ts'], { PORT: String(barePort) }, /bare ready/);
+const app = { child: await startServer(['src/cli.ts', 'serve'], env, `http://127.0.0.1:${appPort}/healthz`) };
+const bare = { child: await startServer(['bench/bare-server.ts'], { PORT: String(barePort) }, `http://127.0.0.1:${barePort}/hello`) };
 try {
   const loginRes = await fetch(`http://127.0.0.1:${appPort}/api/auth/login`, {
     method: 'POST',

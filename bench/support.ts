@@ -12,7 +12,7 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Starts `npx tsx <args>` and resolves once a line matching `ready` appears on stdout. */
+/** Starts `node --import tsx <args>` and resolves once a line matching `ready` appears on stdout. */
 export function startProcess(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 60_000): Promise<{ child: ChildProcess; ms: number }> {
   const started = performance.now();
   const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -42,4 +42,26 @@ export async function stopProcess(child: ChildProcess): Promise<void> {
   const exited = new Promise((r) => child.once('exit', r));
   child.kill('SIGTERM');
   await exited;
+}
+
+/** Polls a URL until it answers 200 (for servers whose logs are quiet). */
+export async function waitForUrl(url: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} not ready after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Starts `node --import tsx <args>` and resolves once `readyUrl` answers 200. */
+export async function startServer(args: string[], env: Record<string, string>, readyUrl: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`))));
+  await Promise.race([waitForUrl(readyUrl), exited]);
+  return child;
 }

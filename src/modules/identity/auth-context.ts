@@ -1,5 +1,6 @@
-import { sql } from 'drizzle-orm';
-import { rowsOf, type Db } from '../../db/client.js';
+import { and, eq, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.js';
+import { sessions, users } from '../../db/schema.js';
 import { unauthenticated } from '../../shared/errors.js';
 import type { GlobalRole, InstitutionRole, Principal } from '../tenancy/permissions.js';
 import type { TokenService } from './tokens.js';
@@ -10,57 +11,76 @@ export interface AuthContext extends Principal {
   email: string;
   /** The institution the token was issued for, if the caller still belongs to it. */
   institutionId: string | null;
-}
-
-interface SubjectRow {
-  session_id: string;
-  revoked_at: Date | string | null;
-  expires_at: Date | string;
-  last_activity_at: Date | string;
-  user_id: string;
-  account_id: string;
-  email: string;
-  role: GlobalRole;
-  status: string;
-  memberships: Array<{ i: string; r: InstitutionRole; a: string }> | string;
+  /** The caller's user row as read when the request was authenticated. */
+  user: typeof users.$inferSelect;
 }
 
 /** Activity is written at most once a minute per session, not on every request. */
 const ACTIVITY_WRITE_INTERVAL_MS = 60_000;
 
+/** Memberships as "institutionId role accountId" strings: cheaper to build in SQL than JSON. */
+type MembershipList = string[];
+
+/**
+ * Built once per database handle and reused: building the SQL of this query costs more than running it
+ * on the embedded database, and it runs on every authenticated request.
+ */
+const prepared = new WeakMap<Db, ReturnType<typeof buildAuthQuery>>();
+const authQuery = (db: Db) => {
+  let q = prepared.get(db);
+  if (!q) prepared.set(db, (q = buildAuthQuery(db)));
+  return q;
+};
+
+function buildAuthQuery(db: Db) {
+  return db
+    .select({
+      user: users,
+      revokedAt: sessions.revokedAt,
+      expiresAt: sessions.expiresAt,
+      lastActivityAt: sessions.lastActivityAt,
+      memberships: sql<MembershipList>`array(select m.institution_id || ' ' || m.role || ' ' || i.account_id
+                       from memberships m join institutions i on i.id = m.institution_id
+                      where m.user_id = ${users.id})`,
+    })
+    .from(sessions)
+    .innerJoin(users, eq(users.id, sessions.userId))
+    .where(and(eq(sessions.id, sql.placeholder('sessionId')), eq(sessions.userId, sql.placeholder('userId'))))
+    .limit(1)
+    .prepare('resolve_auth');
+}
+
+/**
+ * One query per request: the session, the whole user row and the memberships. Routes that need the
+ * caller's own record (GET /api/user/me) use `auth.user` instead of reading it again.
+ */
 export async function resolveAuth(db: Db, tokens: TokenService, token: string, now: Date): Promise<AuthContext> {
   const claims = await tokens.verifyAccess(token, now);
-  const [row] = await rowsOf<SubjectRow>(
-    db,
-    sql`select s.id as session_id, s.revoked_at, s.expires_at, s.last_activity_at,
-               u.id as user_id, u.account_id, u.email, u.role, u.status,
-               coalesce((select json_agg(json_build_object('i', m.institution_id, 'r', m.role, 'a', i.account_id))
-                           from memberships m join institutions i on i.id = m.institution_id
-                          where m.user_id = u.id), '[]'::json) as memberships
-          from sessions s join users u on u.id = s.user_id
-         where s.id = ${claims.sessionId} and s.user_id = ${claims.userId}`,
-  );
-  if (!row || row.revoked_at) throw unauthenticated('Session has ended');
-  if (new Date(row.expires_at).getTime() <= now.getTime()) throw unauthenticated('Session has expired');
-  if (row.status !== 'active') throw unauthenticated('User is disabled');
+  const [row] = await authQuery(db).execute({ sessionId: claims.sessionId, userId: claims.userId });
+  if (!row || row.revokedAt) throw unauthenticated('Session has ended');
+  if (row.expiresAt.getTime() <= now.getTime()) throw unauthenticated('Session has expired');
+  if (row.user.status !== 'active') throw unauthenticated('User is disabled');
 
-  const list = typeof row.memberships === 'string' ? (JSON.parse(row.memberships) as SubjectRow['memberships']) : row.memberships;
   const memberships = new Map<string, { role: InstitutionRole; accountId: string }>();
-  for (const m of list as Array<{ i: string; r: InstitutionRole; a: string }>) memberships.set(m.i, { role: m.r, accountId: m.a });
+  for (const entry of row.memberships) {
+    const [institutionId, role, accountId] = entry.split(' ');
+    if (institutionId && role && accountId) memberships.set(institutionId, { role: role as InstitutionRole, accountId });
+  }
 
-  if (now.getTime() - new Date(row.last_activity_at).getTime() > ACTIVITY_WRITE_INTERVAL_MS) {
-    await db.execute(sql`update sessions set last_activity_at = ${now.toISOString()} where id = ${row.session_id}`);
+  if (now.getTime() - row.lastActivityAt.getTime() > ACTIVITY_WRITE_INTERVAL_MS) {
+    await db.update(sessions).set({ lastActivityAt: now }).where(eq(sessions.id, claims.sessionId));
   }
 
   const institutionId = claims.institutionId && memberships.has(claims.institutionId) ? claims.institutionId : null;
   return {
-    userId: row.user_id,
-    accountId: row.account_id,
-    email: row.email,
-    role: row.role,
-    sessionId: row.session_id,
+    userId: row.user.id,
+    accountId: row.user.accountId,
+    email: row.user.email,
+    role: row.user.role as GlobalRole,
+    sessionId: claims.sessionId,
     institutionId,
     memberships,
+    user: row.user,
   };
 }
 

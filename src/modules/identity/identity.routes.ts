@@ -77,7 +77,7 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
   app.get(
     '/api/user/me',
     { schema: { tags: ['user'], summary: 'The current user', security: SECURED, response: { 200: MeResponse, ...errorResponses(401) } }, preValidation: authenticated },
-    async (request) => ({ success: true, data: presentUser(await service.me(authOf(request))) }),
+    async (request) => ({ success: true, data: presentUser(service.me(authOf(request))) }),
   );
 
   app.patch(

@@ -136,15 +136,14 @@ export class IdentityService {
     await repo.revokeSession(this.ctx.db, auth.sessionId, 'logout', this.ctx.clock.now());
   }
 
-  async me(auth: AuthContext): Promise<UserRow> {
-    const user = await repo.findUserById(this.ctx.db, auth.userId);
-    if (!user) throw notFound('User');
-    return user;
+  /** The caller's row, as read when the request was authenticated (no second query). */
+  me(auth: AuthContext): UserRow {
+    return auth.user;
   }
 
   async updateMe(auth: AuthContext, patch: ProfilePatch): Promise<UserRow> {
     const now = this.ctx.clock.now();
-    const user = await this.me(auth);
+    const user = this.me(auth);
     const changes: Partial<UserRow> = {};
     if (patch.fname !== undefined) changes.fname = patch.fname.trim();
     if (patch.lname !== undefined) changes.lname = patch.lname.trim();
