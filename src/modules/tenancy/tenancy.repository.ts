@@ -1,5 +1,6 @@
 import { and, asc, eq, isNotNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
+import { likeContains } from '../../db/search.js';
 import { accounts, institutions, memberships, users } from '../../db/schema.js';
 
 export type AccountRow = typeof accounts.$inferSelect;
@@ -73,10 +74,6 @@ export async function listMemberships(db: DbOrTx, userId: string): Promise<Membe
 
 export type UserRow = typeof users.$inferSelect;
 
-/** Escapes LIKE metacharacters so that a search term matches literally (used with `escape '\'`). */
-export function likeContains(term: string): string {
-  return `%${term.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-}
 
 const inList = (column: SQL | AnyColumn, values: readonly string[]): SQL =>
   values.length === 0 ? sql`false` : sql`${column} in (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`;

@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
+import { containsInsensitive } from '../../db/search.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { visibleCondition, type VaultScope } from './vault.policy.js';
 
@@ -182,10 +183,6 @@ export async function deleteCollectionMovingContent(tx: DbOrTx, id: string, pare
 
 export type StatusFilter = 'active' | 'inactive' | 'selected' | 'error' | 'deleted' | 'excluded';
 
-/** Escapes LIKE metacharacters so that the search text matches literally (used with ESCAPE '\'). */
-export function escapeLike(text: string): string {
-  return text.replace(/[\\%_]/g, (ch) => `\\${ch}`);
-}
 
 export interface FileSelection {
   /** The collection whose files are listed, or null for the files at the root of `level`. */
@@ -207,8 +204,7 @@ export async function selectFiles(db: DbOrTx, auth: AuthContext, s: FileSelectio
   else if (s.status) conditions.push(sql`u.status = ${s.status}`);
   else conditions.push(sql`u.status <> 'deleted'`);
   if (s.fileNameSearch) {
-    // lower(...) like lower(...) rather than ILIKE: it can use the trigram index on lower(originalname).
-    conditions.push(sql`lower(u.originalname) like lower(${`%${escapeLike(s.fileNameSearch)}%`}) escape ${'\\'}`);
+    conditions.push(containsInsensitive(sql.raw('u.originalname'), s.fileNameSearch));
   }
   return rowsOf<{ id: string; originalname: string }>(
     db,

@@ -1,5 +1,6 @@
 import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
+import { containsInsensitive } from '../../db/search.js';
 import { chunks, collections, institutions, systemState, uploads } from '../../db/schema.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { visibleCondition, type VaultScope } from './vault.policy.js';
@@ -48,10 +49,6 @@ export interface UploadListFilters {
 
 const list = (values: string[]): SQL => sql.join(values.map((v) => sql`${v}`), sql`, `);
 
-/** `%`, `_` and `\` of a user's search are literal characters, not patterns. */
-export function likePattern(search: string): string {
-  return `%${search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-}
 
 export async function listVisibleUploads(
   db: DbOrTx,
@@ -74,7 +71,7 @@ export async function listVisibleUploads(
   else if (f.collectionId !== undefined) conds.push(sql`${uploads.collectionId} = ${f.collectionId}`);
   if (f.statusIn?.length) conds.push(sql`${uploads.status} in (${list(f.statusIn)})`);
   if (f.statusNotIn?.length) conds.push(sql`${uploads.status} not in (${list(f.statusNotIn)})`);
-  if (f.fileNameSearch) conds.push(sql`lower(${uploads.originalname}) like ${likePattern(f.fileNameSearch)} escape '\\'`);
+  if (f.fileNameSearch) conds.push(containsInsensitive(uploads.originalname, f.fileNameSearch));
   const where = and(...conds);
   const [count] = await db.select({ n: sql<number>`count(*)::int` }).from(uploads).where(where);
   const rows = await db

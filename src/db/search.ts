@@ -1,0 +1,14 @@
+import { sql, type SQL, type SQLWrapper } from 'drizzle-orm';
+
+/** A LIKE pattern for "contains", lower-cased, with `%`, `_` and `\` of the user's text made literal. */
+export function likeContains(term: string): string {
+  return `%${term.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/**
+ * Case-insensitive "column contains term", literal whatever the term holds. `lower(col) like` rather
+ * than ILIKE so that a trigram index on lower(col) can serve it.
+ */
+export function containsInsensitive(column: SQLWrapper, term: string): SQL {
+  return sql`lower(${column}) like ${likeContains(term)} escape '\\'`;
+}
