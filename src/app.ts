@@ -1,4 +1,5 @@
 import Fastify from 'fastify';
+import secureJson from 'secure-json-parse';
 import cookie from '@fastify/cookie';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
@@ -80,6 +81,18 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   app.setValidatorCompiler(validatorCompilers());
+  // JSON as Fastify parses it (prototype-poisoning safe), except that an empty body is "no body":
+  // clients often send `content-type: application/json` on POSTs that take none (mfa-enroll, sanitize).
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
+    } catch (err) {
+      done(Object.assign(new Error((err as Error).message), { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' }), undefined);
+    }
+  });
   app.addSchema(ErrorBodySchema);
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);

@@ -59,6 +59,17 @@ describe('CLI', () => {
     }
   });
 
+  test('a second process (or handle) cannot open an embedded database that is in use', async () => {
+    const app = await buildApp({ config: testConfig(dataDir, env()) });
+    try {
+      await assert.rejects(run('seed-demo'), /in use by process \d+.*Stop that process first/s);
+    } finally {
+      await app.close();
+    }
+    // released on close: the CLI works again
+    assert.equal((await run('migrate')).code, 0);
+  });
+
   test('bad arguments are clear errors', async () => {
     await assert.rejects(run('create-admin', '--email', 'nope'), /needs --email/);
     await assert.rejects(run('create-admin', '--email', 'a@b.c', '--password', 'short'), /at least 8 characters/);

@@ -125,6 +125,21 @@ describe('identity: login, tokens, sessions, me', () => {
     assert.equal(wrongType.json().error.details[0].field, 'fname');
   });
 
+  test('changing the password needs the current one and ends every other session', async () => {
+    const user = await makeUser(t.database, { accountId: world.accountA.id, memberships: { [world.a1.id]: 'user' } });
+    const here = await login(t.app, user.email);
+    const elsewhere = await login(t.app, user.email);
+    const denied = await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(here.accessToken), payload: { password: 'brand-new-password' } });
+    assert.equal(denied.statusCode, 403);
+    const ok = await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(here.accessToken), payload: { password: 'brand-new-password', currentPassword: PASSWORD } });
+    assert.equal(ok.statusCode, 200);
+    assert.equal((await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(here.accessToken) })).statusCode, 200);
+    assert.equal((await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(elsewhere.accessToken) })).statusCode, 401);
+    assert.equal((await t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: elsewhere.refreshToken } })).statusCode, 401);
+    assert.equal((await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: user.email, password: PASSWORD } })).statusCode, 401);
+    await login(t.app, user.email, 'brand-new-password');
+  });
+
   test('institutions list and switch: new token pair carries the new institution; not enrolled → 403', async () => {
     const user = await makeUser(t.database, { accountId: world.accountA.id, memberships: { [world.a1.id]: 'user', [world.a2.id]: 'admin' } });
     const { accessToken } = await login(t.app, user.email);

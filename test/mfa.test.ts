@@ -562,7 +562,7 @@ describe('mfa: enrolment, login second factor, trusted devices (real SMTP)', () 
     assert.equal((await inject({ method: 'POST', url: '/api/user/me/mfa-enroll' })).statusCode, 401);
     assert.equal((await inject({ method: 'GET', url: '/api/user/me/trusted-devices' })).statusCode, 401);
     assert.equal((await inject({ method: 'POST', url: '/api/user/me/mfa-verify', payload: { challengeId: 'x', code: '123456' } })).statusCode, 401);
-    const short = await verify(accessToken, { challengeId: 'x', code: '12345' });
+    const short = await verify(accessToken, { challengeId: '01a2017c-abf7-76ab-a42f-008531606a14', code: '12345' });
     assert.equal(short.statusCode, 400);
     assert.equal(short.json().error.code, 'VALIDATION_FAILED');
     assert.equal(short.json().error.details[0].field, 'code');

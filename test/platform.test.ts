@@ -68,6 +68,42 @@ describe('platform: errors, operations, OpenAPI', () => {
     }
   });
 
+  test('a NUL character anywhere (body, query, path) is a 400, never a 500', async () => {
+    const { accessToken } = await login(t.app, world.superadmin.email);
+    const cases = [
+      t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'a\u0000@b.c', password: 'x' } }),
+      t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { fname: 'Ma\u0000rie' } }),
+      t.app.inject({ method: 'POST', url: '/api/admin/accounts', headers: bearer(accessToken), payload: { accountsearch: 'x\u0000' } }),
+      t.app.inject({ method: 'GET', url: '/api/admin/users?search=a%00b', headers: bearer(accessToken) }),
+      t.app.inject({ method: 'GET', url: '/api/admin/user/a%00b', headers: bearer(accessToken) }),
+    ];
+    for (const res of await Promise.all(cases)) {
+      assert.equal(res.statusCode, 400, res.body);
+      assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+    }
+  });
+
+  test('malformed ids and absurd page numbers are 400s', async () => {
+    const { accessToken } = await login(t.app, world.superadmin.email);
+    const badId = await t.app.inject({ method: 'GET', url: '/api/admin/user/not-a-uuid', headers: bearer(accessToken) });
+    assert.equal(badId.statusCode, 400);
+    assert.equal(badId.json().error.details[0].field, 'id');
+    const hugePage = await t.app.inject({ method: 'POST', url: '/api/admin/accounts', headers: bearer(accessToken), payload: { page: 1e20 } });
+    assert.equal(hugePage.statusCode, 400);
+    const hugeQueryPage = await t.app.inject({ method: 'GET', url: '/api/admin/users?page=100000000000000000000', headers: bearer(accessToken) });
+    assert.equal(hugeQueryPage.statusCode, 400);
+  });
+
+  test('JSON bodies: prototype poisoning is refused; an empty body means no body', async () => {
+    const poisoned = await t.app.inject({ method: 'POST', url: '/api/auth/login', headers: { 'content-type': 'application/json' }, payload: '{"email":"a@b.c","password":"x","__proto__":{"admin":true}}' });
+    assert.equal(poisoned.statusCode, 400);
+    assert.equal(poisoned.json().error.code, 'VALIDATION_FAILED');
+    const { accessToken } = await login(t.app, world.userA1.email);
+    // logout takes no body: an empty JSON body is accepted as none
+    const out = await t.app.inject({ method: 'POST', url: '/api/auth/logout', headers: { ...bearer(accessToken), 'content-type': 'application/json' }, payload: '' });
+    assert.equal(out.statusCode, 200, out.body);
+  });
+
   test('healthz, readyz, request id', async () => {
     const h = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'req-abc-123' } });
     assert.equal(h.statusCode, 200);

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
@@ -64,13 +64,17 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   }
 
   const dataDir = options.pgliteDataDir ?? 'memory://';
+  const onDisk = !dataDir.startsWith('memory://');
   // PGlite does not create missing parent folders.
-  if (!dataDir.startsWith('memory://')) mkdirSync(dataDir, { recursive: true });
-  const pglite = await PGlite.create({
-    dataDir,
-    loadDataDir: options.loadDataDir,
-    extensions: { vector, pg_trgm },
-  });
+  if (onDisk) mkdirSync(dataDir, { recursive: true });
+  const releaseLock = onDisk ? lockDataDir(dataDir) : () => undefined;
+  let pglite: PGlite;
+  try {
+    pglite = await PGlite.create({ dataDir, loadDataDir: options.loadDataDir, extensions: { vector, pg_trgm } });
+  } catch (err) {
+    releaseLock();
+    throw err;
+  }
   const db = drizzlePglite(pglite, { schema }) as unknown as Db;
   return {
     db,
@@ -78,8 +82,59 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     pglite,
     ping: async () => void (await pglite.query('select 1')),
     migrate: () => migratePglite(drizzlePglite(pglite, { schema }), { migrationsFolder }),
-    close: () => pglite.close(),
+    close: async () => {
+      try {
+        await pglite.close();
+      } finally {
+        releaseLock();
+      }
+    },
   };
+}
+
+/**
+ * The embedded database is one process's: a second process opening the same folder (say `cli
+ * seed-demo` while the server runs) would not be seen by the first and could corrupt it. A lock file
+ * with the owner's pid refuses that with a clear message; a lock left by a dead process is taken over.
+ */
+function lockDataDir(dataDir: string): () => void {
+  const lockPath = `${dataDir.replace(/\/+$/, '')}.lock`;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(lockPath, 'wx');
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        rmSync(lockPath, { force: true });
+        process.off('exit', release);
+      };
+      process.on('exit', release);
+      return release;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const owner = Number(readFileSync(lockPath, 'utf8').trim());
+      if (Number.isInteger(owner) && owner > 0 && isAlive(owner)) {
+        throw new Error(
+          `The embedded database in ${dataDir} is in use by process ${owner}${owner === process.pid ? ' (this one)' : ''}. ` +
+            'Stop that process first, or use DATABASE_URL (PostgreSQL) to run several processes on one database.',
+        );
+      }
+      rmSync(lockPath, { force: true }); // stale: its owner is gone
+    }
+  }
+  throw new Error(`Could not lock the embedded database in ${dataDir}`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** Rows of a raw SQL query, whichever driver runs it (node-postgres and PGlite shape results differently). */

@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { UpstreamError } from '../providers/llm/types.js';
-import { AppError, errorBody, type ErrorDetail } from '../shared/errors.js';
+import { AppError, errorBody, validationFailed, type ErrorCode, type ErrorDetail } from '../shared/errors.js';
 
 interface AjvLikeError {
   instancePath?: string;
@@ -24,6 +24,35 @@ function validationDetails(errors: AjvLikeError[], part: string | undefined): Er
   });
 }
 
+const CONTRACT_CLIENT_STATUSES: Record<number, ErrorCode> = {
+  400: 'VALIDATION_FAILED',
+  401: 'UNAUTHENTICATED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
+  429: 'RATE_LIMITED',
+};
+
+function sqlStateOf(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return undefined;
+}
+
+/** Rejects NUL characters anywhere in the JSON body, query or path: Postgres text cannot hold them. */
+function findNul(value: unknown, path: string, depth = 0): string | null {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : null;
+  if (depth > 32 || value === null || typeof value !== 'object') return null;
+  for (const [k, v] of Object.entries(value)) {
+    const hit = findNul(v, path ? `${path}.${k}` : k, depth + 1);
+    if (hit) return hit;
+  }
+  return null;
+}
+
 /**
  * One error handler for the whole API: every failure leaves in the contract's body
  * `{success:false, message, error:{code, details}}`, and no 5xx body says anything about internals.
@@ -39,6 +68,13 @@ export function registerErrorHandling(app: FastifyInstance): void {
       // The provider's own words stay in the log: they may name hosts or models the caller should not see.
       request.log.warn({ err, upstreamStatus: err.status }, 'upstream provider failed');
       return reply.status(502).send(errorBody('UPSTREAM_FAILED', 'The model provider failed; try again later'));
+    }
+    // Postgres "data exception" (class 22: NUL in text, numeric overflow, bad encoding...) means the
+    // input was unusable: a 400, never a 500. Drivers wrap the database error in `cause`.
+    const sqlState = sqlStateOf(err);
+    if (sqlState?.startsWith('22')) {
+      request.log.info({ sqlState, err }, 'request rejected by the database as invalid data');
+      return reply.status(400).send(errorBody('VALIDATION_FAILED', 'The request contains a value the database cannot store (for example a NUL character or an out-of-range number)'));
     }
     const fe = err as FastifyError & { validation?: AjvLikeError[]; validationContext?: string };
     if (fe.validation) {
@@ -60,12 +96,20 @@ export function registerErrorHandling(app: FastifyInstance): void {
     }
     const status = typeof fe.statusCode === 'number' ? fe.statusCode : 500;
     if (status >= 400 && status < 500) {
-      // Client errors raised by Fastify or its plugins (bad content-length, aborted multipart, ...).
-      const code = status === 401 ? 'UNAUTHENTICATED' : status === 403 ? 'FORBIDDEN' : status === 404 ? 'NOT_FOUND' : status === 413 ? 'PAYLOAD_TOO_LARGE' : status === 429 ? 'RATE_LIMITED' : 'VALIDATION_FAILED';
-      return reply.status(status).send(errorBody(code, fe.message));
+      // Client errors raised by Fastify or its plugins (bad content-length, aborted multipart, ...):
+      // statuses of the contract keep theirs, any other 4xx (406, 414, ...) is a plain 400.
+      const known = CONTRACT_CLIENT_STATUSES[status];
+      return reply.status(known ? status : 400).send(errorBody(known ?? 'VALIDATION_FAILED', fe.message));
     }
     request.log.error({ err }, 'unhandled error');
     return reply.status(500).send(errorBody('INTERNAL', 'Internal server error'));
+  });
+
+  app.addHook('preValidation', async (request) => {
+    for (const [part, value] of [['params', request.params], ['query', request.query], ['body', request.body]] as const) {
+      const field = findNul(value, '');
+      if (field !== null) throw validationFailed(`${field || part} contains a NUL character`, [{ field: field || part, location: part, message: 'NUL characters are not allowed' }]);
+    }
   });
 
   app.setNotFoundHandler((request, reply) => {

@@ -22,7 +22,8 @@ export function errorResponses<const S extends readonly number[]>(...statuses: S
   return out as { [K in S[number]]: typeof errorRef };
 }
 
-export const Id = (description = 'Record id') => Type.String({ minLength: 1, maxLength: 100, description });
+/** Record ids are UUIDs (v7 from newId); anything else is a 400, not a lookup. */
+export const Id = (description = 'Record id') => Type.String({ format: 'uuid', description });
 export const IdParams = Type.Object({ id: Id() });
 export const DateTime = (description?: string) => Type.String({ format: 'date-time', description });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -41,7 +42,7 @@ export const ListEnvelope = <T extends TSchema>(item: T) =>
   });
 
 export const PageFields = {
-  page: Type.Optional(Type.Integer({ minimum: 1, default: 1, description: '1-based page number' })),
+  page: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1, description: '1-based page number' })),
   pageSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, default: 100, description: 'Items per page (1 to 5000)' })),
 };
 

@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, isNull, ne, sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { institutions, memberships, sessions, users } from '../../db/schema.js';
 
@@ -48,8 +48,12 @@ export async function revokeSession(db: DbOrTx, sessionId: string, reason: strin
   await db.update(sessions).set({ revokedAt: now, revokedReason: reason }).where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
 }
 
-export async function revokeUserSessions(db: DbOrTx, userId: string, reason: string, now: Date): Promise<void> {
-  await db.update(sessions).set({ revokedAt: now, revokedReason: reason }).where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
+/** Revokes every open session of a user, except `keepSessionId` when given. */
+export async function revokeUserSessions(db: DbOrTx, userId: string, reason: string, now: Date, keepSessionId?: string): Promise<void> {
+  await db
+    .update(sessions)
+    .set({ revokedAt: now, revokedReason: reason })
+    .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt), keepSessionId ? ne(sessions.id, keepSessionId) : undefined));
 }
 
 export async function updateUser(db: DbOrTx, id: string, patch: Partial<typeof users.$inferInsert>, now: Date): Promise<UserRow | undefined> {

@@ -1,4 +1,5 @@
 import { Type } from '@fastify/type-provider-typebox';
+import { Id } from '../../shared/schemas.js';
 import { UserSchema } from './identity.presenters.js';
 
 export const LoginBody = Type.Object({
@@ -51,4 +52,4 @@ export const EnrolmentSchema = Type.Object({
   current: Type.Boolean(),
 });
 
-export const SwitchBody = Type.Object({ institution: Type.String({ minLength: 1, maxLength: 100 }) });
+export const SwitchBody = Type.Object({ institution: Id('Institution id') });

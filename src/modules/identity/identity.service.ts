@@ -65,6 +65,8 @@ export function isValidTimezone(tz: string): boolean {
 export class IdentityService {
   secondFactor?: LoginSecondFactor;
   onMfaDisabled?: MfaDisabledHook;
+  /** Called after the user changed their own password (the MFA module revokes trusted devices). */
+  onPasswordChanged?: (userId: string) => Promise<void>;
 
   constructor(private readonly ctx: AppContext) {}
 
@@ -172,6 +174,11 @@ export class IdentityService {
     }
     const updated = Object.keys(changes).length > 0 ? await repo.updateUser(this.ctx.db, user.id, changes, now) : user;
     if (mfaTurnedOff && this.onMfaDisabled) await this.onMfaDisabled(user.id);
+    if (changes.passwordHash) {
+      // Whoever else holds a session or a trusted device of this user loses it; this session stays.
+      await repo.revokeUserSessions(this.ctx.db, user.id, 'password-changed', now, auth.sessionId);
+      if (this.onPasswordChanged) await this.onPasswordChanged(user.id);
+    }
     return updated ?? user;
   }
 
