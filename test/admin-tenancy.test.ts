@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { findUserById } from '../src/modules/identity/identity.repository.js';
 import { findAccount, findInstitution, updateInstitution } from '../src/modules/tenancy/tenancy.repository.js';
+import { newId } from '../src/shared/ids.js';
 import { bearer, login, makeAccount, makeInstitution, makeUser, makeWorld, PASSWORD, startTestApp, type TestApp } from './support/app.js';
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -328,7 +329,8 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     assert.equal(d.poolCredits, true);
     assert.equal(d.contactEmail, '');
     expectError(await call('POST', '/api/admin/institution', tok.adminA, { account: w.accountB.id, name: 'X', ainame: 'Y' }), 404, 'NOT_FOUND');
-    expectError(await call('POST', '/api/admin/institution', tok.adminA, { account: 'no-such-account', name: 'X', ainame: 'Y' }), 404, 'NOT_FOUND');
+    expectError(await call('POST', '/api/admin/institution', tok.adminA, { account: newId(), name: 'X', ainame: 'Y' }), 404, 'NOT_FOUND');
+    expectInvalid(await call('POST', '/api/admin/institution', tok.adminA, { account: 'no-such-account', name: 'X', ainame: 'Y' }), 'account');
     expectError(await call('POST', '/api/admin/institution', tok.instAdminA1, { account: w.accountA.id, name: 'X', ainame: 'Y' }), 403, 'FORBIDDEN');
 
     expectError(await call('DELETE', `/api/admin/institution/${d._id}`, tok.instAdminA1), 403, 'FORBIDDEN');
@@ -479,7 +481,9 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     assert.equal((await call('POST', '/api/admin/user', tok.adminA, newUserBody({ role: 'accountadmin' }))).statusCode, 201);
     expectError(await call('POST', '/api/admin/user', tok.adminA, newUserBody({ institutions: [{ institution: w.b1.id, role: 'user' }] })), 404, 'NOT_FOUND');
     expectError(await call('POST', '/api/admin/user', tok.adminA, newUserBody({ account: w.accountB.id, institutions: [] })), 404, 'NOT_FOUND');
-    expectError(await call('POST', '/api/admin/user', tok.adminA, newUserBody({ institutions: [{ institution: 'missing', role: 'user' }] })), 404, 'NOT_FOUND');
+    expectError(await call('POST', '/api/admin/user', tok.adminA, newUserBody({ institutions: [{ institution: newId(), role: 'user' }] })), 404, 'NOT_FOUND');
+    expectInvalid(await call('POST', '/api/admin/user', tok.adminA, newUserBody({ institutions: [{ institution: 'missing', role: 'user' }] })), 'institutions.0.institution');
+    expectInvalid(await call('POST', '/api/admin/user', tok.adminA, newUserBody({ account: 'not-an-id' })), 'account');
     expectInvalid(await call('POST', '/api/admin/user', tok.adminA, newUserBody({ institutions: [{ institution: w.a1.id, role: 'user' }, { institution: w.a1.id, role: 'admin' }] })), 'institutions');
 
     // institution admin of A1: only plain users enrolled in institutions it administers, in its account
@@ -602,8 +606,14 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     const read = (await call('GET', `/api/admin/user/${u.id}`, tok.adminA)).json().data;
     assert.deepEqual(read.memberships.find((m: any) => m.institution === w.a1.id), { institution: w.a1.id, role: 'admin' });
 
-    // institution admin of A1: may manage the enrolments of its institution for plain users of its account
-    assert.equal((await call('POST', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a1.id, role: 'user' })).statusCode, 200);
+    // institution admin of A1: may not demote a fellow admin of A1 (only account admins may); the account admin may
+    expectError(await call('POST', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a1.id, role: 'user' }), 403, 'FORBIDDEN');
+    expectError(await call('DELETE', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a1.id }), 403, 'FORBIDDEN');
+    assert.equal((await call('POST', '/api/admin/membership', tok.adminA, { user: u.id, institution: w.a1.id, role: 'user' })).statusCode, 200);
+    // ... and manages the plain enrolments of its institution for plain users of its account
+    const same = await call('POST', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a1.id, role: 'user' });
+    assert.equal(same.statusCode, 200);
+    assert.equal(same.json().message, 'Unchanged');
     expectError(await call('POST', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a2.id, role: 'admin' }), 403, 'FORBIDDEN');
     expectError(await call('POST', '/api/admin/membership', tok.instAdminA1, { user: w.accountAdminA.id, institution: w.a1.id, role: 'user' }), 403, 'FORBIDDEN');
     // users of another tenant: not visible → 404
@@ -621,11 +631,150 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     const removed = await call('DELETE', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a1.id });
     assert.equal(removed.statusCode, 200);
     expectError(await call('DELETE', '/api/admin/membership', tok.adminA, { user: u.id, institution: w.a1.id }), 404, 'NOT_FOUND');
-    expectError(await call('DELETE', '/api/admin/membership', tok.adminA, { user: 'nobody', institution: w.a1.id }), 404, 'NOT_FOUND');
+    expectError(await call('DELETE', '/api/admin/membership', tok.adminA, { user: newId(), institution: w.a1.id }), 404, 'NOT_FOUND');
+    expectInvalid(await call('DELETE', '/api/admin/membership', tok.adminA, { user: 'nobody', institution: w.a1.id }), 'user');
+    expectInvalid(await call('POST', '/api/admin/membership', tok.adminA, { user: u.id, institution: 'nowhere', role: 'user' }), 'institution');
 
     expectInvalid(await call('POST', '/api/admin/membership', tok.adminA, { user: u.id, institution: w.a1.id, role: 'owner' }), 'role');
     expectInvalid(await call('POST', '/api/admin/membership', tok.adminA, { user: u.id, institution: w.a1.id }), 'role');
     expectInvalid(await call('DELETE', '/api/admin/membership', tok.adminA, { user: u.id }), 'institution');
+  });
+
+  // ───────────── reach: taking over a user never yields a role the caller could not grant ─────────────
+
+  test('reach: enrolling an admin of another institution gives the enrolling institution admin no power over them', async () => {
+    const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a2.id]: 'admin' } });
+    // enrolling them as a member of A1 is allowed (and makes them visible) ...
+    const enrolled = await call('POST', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a1.id, role: 'user' });
+    assert.equal(enrolled.statusCode, 201, enrolled.body);
+    assert.equal((await call('GET', `/api/admin/user/${u.id}`, tok.instAdminA1)).statusCode, 200);
+    // ... but gives no hold on them: no password, status or profile change, no admin role
+    const before = await findUserById(t.database.db, u.id);
+    for (const patch of [{ password: 'taken-over-password' }, { status: 'disabled' }, { fname: 'Owned' }, { timezone: 'Europe/Paris' }]) {
+      expectError(await call('PATCH', `/api/admin/user/${u.id}`, tok.instAdminA1, patch), 403, 'FORBIDDEN');
+    }
+    expectError(await call('POST', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a1.id, role: 'admin' }), 403, 'FORBIDDEN');
+    const after = await findUserById(t.database.db, u.id);
+    assert.equal(after?.passwordHash, before?.passwordHash);
+    assert.equal(after?.status, 'active');
+    assert.equal(after?.fname, before?.fname);
+    assert.equal(after?.timezone, before?.timezone);
+    // end to end: the attacker's password does not log in; U logs in with their own and still runs A2
+    const stolen = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: u.email, password: 'taken-over-password' } });
+    assert.equal(stolen.statusCode, 401);
+    const uToken = (await login(t.app, u.email)).accessToken;
+    assert.equal((await call('PATCH', `/api/admin/institution/${w.a2.id}`, uToken, { about: 'still run by its admin' })).statusCode, 200);
+    // the A1 admin may still end the enrolment in its own institution
+    assert.equal((await call('DELETE', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a1.id })).statusCode, 200);
+    // the account admin of A has power over U: every enrolment of U is in account A
+    assert.equal((await call('PATCH', `/api/admin/user/${u.id}`, tok.adminA, { password: 'reset-by-account-admin' })).statusCode, 200);
+    await login(t.app, u.email, 'reset-by-account-admin');
+  });
+
+  test('reach: a user enrolled in another account is out of reach of the admins of their home account', async () => {
+    // home account A; plain member of A1; admin (resp. member) of B1 in account B
+    const adminAbroad = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'admin' } });
+    const memberAbroad = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'user' } });
+    for (const target of [adminAbroad, memberAbroad]) {
+      const before = await findUserById(t.database.db, target.id);
+      for (const token of [tok.instAdminA1, tok.adminA, tok.adminB]) {
+        expectError(await call('PATCH', `/api/admin/user/${target.id}`, token, { password: 'taken-over-password' }), 403, 'FORBIDDEN');
+        expectError(await call('PATCH', `/api/admin/user/${target.id}`, token, { status: 'disabled' }), 403, 'FORBIDDEN');
+        expectError(await call('PATCH', `/api/admin/user/${target.id}`, token, { fname: 'Owned' }), 403, 'FORBIDDEN');
+      }
+      expectError(await call('PATCH', `/api/admin/user/${target.id}`, tok.adminA, { role: 'accountadmin' }), 403, 'FORBIDDEN');
+      expectError(await call('POST', `/api/admin/user/${target.id}/credits`, tok.adminA, { amount: 5 }), 403, 'FORBIDDEN');
+      expectError(await call('DELETE', `/api/admin/user/${target.id}`, tok.adminA), 403, 'FORBIDDEN');
+      // still readable by the admins of their home account
+      assert.equal((await call('GET', `/api/admin/user/${target.id}`, tok.adminA)).statusCode, 200);
+      assert.equal((await call('GET', `/api/admin/user/${target.id}`, tok.instAdminA1)).statusCode, 200);
+      const after = await findUserById(t.database.db, target.id);
+      assert.deepEqual(
+        { hash: after?.passwordHash, status: after?.status, fname: after?.fname, role: after?.role, credits: Number(after?.credits) },
+        { hash: before?.passwordHash, status: before?.status, fname: before?.fname, role: before?.role, credits: Number(before?.credits) },
+      );
+    }
+    // the admin of B1 still logs in with their own password and runs B1
+    const xToken = (await login(t.app, adminAbroad.email)).accessToken;
+    assert.equal((await call('PATCH', `/api/admin/institution/${w.b1.id}`, xToken, { about: 'still run by its admin' })).statusCode, 200);
+    // the superadmin reaches everyone
+    assert.equal((await call('PATCH', `/api/admin/user/${adminAbroad.id}`, tok.root, { password: 'reset-by-superadmin' })).statusCode, 200);
+    await login(t.app, adminAbroad.email, 'reset-by-superadmin');
+  });
+
+  test('reach: legitimate changes still work', async () => {
+    // an institution admin changes plain users whose every enrolment is a user enrolment in institutions it administers
+    const only = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    assert.equal((await call('PATCH', `/api/admin/user/${only.id}`, tok.instAdminA1, { password: 'a1-admin-set-pass', fname: 'Only' })).statusCode, 200);
+    await login(t.app, only.email, 'a1-admin-set-pass');
+    assert.equal((await call('PATCH', `/api/admin/user/${only.id}`, tok.instAdminA1, { status: 'disabled' })).json().data.status, 'disabled');
+    assert.equal((await call('PATCH', `/api/admin/user/${only.id}`, tok.instAdminA1, { status: 'active' })).json().data.status, 'active');
+
+    const boss = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'admin', [w.a2.id]: 'admin' } });
+    const bossToken = (await login(t.app, boss.email)).accessToken;
+    const both = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.a2.id]: 'user' } });
+    expectError(await call('PATCH', `/api/admin/user/${both.id}`, tok.instAdminA1, { password: 'a1-admin-set-pass' }), 403, 'FORBIDDEN');
+    assert.equal((await call('PATCH', `/api/admin/user/${both.id}`, bossToken, { password: 'boss-set-password' })).statusCode, 200);
+    await login(t.app, both.email, 'boss-set-password');
+
+    // a user it created is within its reach
+    const created = (await call('POST', '/api/admin/user', tok.instAdminA1, newUserBody())).json().data;
+    assert.equal((await call('PATCH', `/api/admin/user/${created._id}`, tok.instAdminA1, { lname: 'Changed' })).json().data.lname, 'Changed');
+
+    // it may make a member within its reach an admin of its institution; from then on only account admins change them
+    assert.equal((await call('POST', '/api/admin/membership', tok.instAdminA1, { user: only.id, institution: w.a1.id, role: 'admin' })).statusCode, 200);
+    expectError(await call('PATCH', `/api/admin/user/${only.id}`, tok.instAdminA1, { fname: 'X' }), 403, 'FORBIDDEN');
+    // a brand-new enrolment as admin, of a user within reach, works too
+    const fresh = await makeUser(t.database, { accountId: w.accountA.id });
+    assert.equal((await call('POST', '/api/admin/membership', bossToken, { user: fresh.id, institution: w.a2.id, role: 'user' })).statusCode, 201);
+    assert.equal((await call('POST', '/api/admin/membership', bossToken, { user: fresh.id, institution: w.a1.id, role: 'admin' })).statusCode, 201);
+
+    // the account admin: users of its account enrolled only there, institution admins included
+    assert.equal((await call('PATCH', `/api/admin/user/${boss.id}`, tok.adminA, { password: 'account-admin-set' })).statusCode, 200);
+    await login(t.app, boss.email, 'account-admin-set');
+    assert.equal((await call('PATCH', `/api/admin/user/${only.id}`, tok.adminA, { role: 'accountadmin' })).json().data.role, 'accountadmin');
+    assert.equal((await call('POST', `/api/admin/user/${only.id}/credits`, tok.adminA, { amount: 1 })).statusCode, 200);
+    // and it still manages the enrolments of its institutions, for users enrolled abroad too
+    const abroad = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.b1.id]: 'admin' } });
+    assert.equal((await call('POST', '/api/admin/membership', tok.adminA, { user: abroad.id, institution: w.a2.id, role: 'admin' })).statusCode, 201);
+    assert.equal((await call('DELETE', '/api/admin/membership', tok.adminA, { user: abroad.id, institution: w.a2.id })).statusCode, 200);
+  });
+
+  test('credits: values with more than 4 decimals are refused (400), never rounded', async () => {
+    const inst = await makeInstitution(t.database, w.accountA.id, { credits: 1 });
+    for (const amount of [0.00005, 0.00015, 1.23456, -0.00005, 999999999.99995]) {
+      expectInvalid(await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount }), 'amount');
+    }
+    assert.equal(Number((await findInstitution(t.database.db, inst.id))?.credits), 1);
+    for (const amount of [0.0001, 0.0003, 123456.7891, -0.0004]) {
+      const res = await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount });
+      assert.equal(res.statusCode, 200, `${amount}: ${res.body}`);
+    }
+    assert.equal(Number((await findInstitution(t.database.db, inst.id))?.credits), 123457.7891);
+
+    const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    expectInvalid(await call('POST', `/api/admin/user/${u.id}/credits`, tok.adminA, { amount: 2.00005 }), 'amount');
+    assert.equal(Number((await findUserById(t.database.db, u.id))?.credits), 0);
+    assert.equal((await call('POST', `/api/admin/user/${u.id}/credits`, tok.adminA, { amount: 2.0005 })).json().data.credits, 2.0005);
+
+    // opening balances and awards, on create and patch
+    const post = (extra: object) => call('POST', '/api/admin/institution', tok.root, { account: w.accountA.id, name: 'Precise Campus', ainame: 'P', ...extra });
+    expectInvalid(await post({ credits: 10.00005 }), 'credits');
+    expectInvalid(await post({ creditAward: 0.12345 }), 'creditAward');
+    assert.equal((await call('GET', '/api/admin/institutions?search=precise', tok.root)).json().total, 0);
+    const precise = await post({ credits: 10.0001, creditAward: 0.1234 });
+    assert.equal(precise.statusCode, 201, precise.body);
+    assert.equal(precise.json().data.credits, 10.0001);
+    assert.equal(precise.json().data.creditAward, 0.1234);
+    const id = precise.json().data._id;
+    expectInvalid(await call('PATCH', `/api/admin/institution/${id}`, tok.root, { creditAward: 1.00001 }), 'creditAward');
+    assert.equal(Number((await findInstitution(t.database.db, id))?.creditAward), 0.1234);
+    assert.equal((await call('PATCH', `/api/admin/institution/${id}`, tok.root, { creditAward: 1.0001 })).json().data.creditAward, 1.0001);
+
+    expectInvalid(await call('POST', '/api/admin/user', tok.root, newUserBody({ credits: 5.55555 })), 'credits');
+    const rich = await call('POST', '/api/admin/user', tok.root, newUserBody({ credits: 5.5555 }));
+    assert.equal(rich.statusCode, 201, rich.body);
+    assert.equal(rich.json().data.credits, 5.5555);
   });
 
   test('a new member of an institution with poolCredits false receives creditAward exactly once', async () => {
@@ -668,7 +817,8 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     assert.equal((await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.adminA, { amount: -150 })).json().data.credits, 0);
 
     expectError(await call('POST', `/api/admin/institution/${w.a1.id}/credits`, tok.instAdminA1, { amount: 10 }), 403, 'FORBIDDEN');
-    expectError(await call('POST', `/api/admin/institution/missing/credits`, tok.root, { amount: 10 }), 404, 'NOT_FOUND');
+    expectError(await call('POST', `/api/admin/institution/${newId()}/credits`, tok.root, { amount: 10 }), 404, 'NOT_FOUND');
+    expectInvalid(await call('POST', `/api/admin/institution/missing/credits`, tok.root, { amount: 10 }), 'id');
     expectInvalid(await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount: 0 }), 'amount');
     expectInvalid(await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount: 0.00001 }), 'amount');
     expectInvalid(await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount: 1e9 + 1 }), 'amount');

@@ -63,40 +63,75 @@ export function assertUserRead(p: Principal, user: TargetUser, userMemberships: 
 }
 
 /**
- * Changing a user (edit, credits, delete, memberships): as for reading, and besides
+ * Whether the caller holds power over the target user as a whole (password, status, profile, global
+ * role, balance, deletion). Taking over a user hands the caller every role the user holds, so:
  * - only a superadmin changes a superadmin;
- * - an institution admin changes only plain users (global role `user`) of its own account who are
- *   members of an institution it administers.
+ * - an account admin changes the users of its account only when every enrolment of the user is in
+ *   that account too (a user enrolled in another account, possibly as its admin, is out of reach);
+ * - an institution admin (without account-level rights over the user's account) changes only plain
+ *   users (global role `user`) of the institutions' account whose EVERY enrolment is in an institution
+ *   it administers and none of which is an `admin` enrolment. Enrolling someone who is an admin
+ *   elsewhere therefore never gives power over them.
+ * Returns null when the caller may, or the reason why not.
  */
+function userWriteRefusal(p: Principal, permission: Permission, user: TargetUser, userMemberships: readonly UserMembershipRow[]): string | null {
+  if (p.role === 'superadmin') return null;
+  if (user.role === 'superadmin') return 'Only a superadmin may change a superadmin';
+  if (canInAccount(p, permission, user.accountId)) {
+    if (userMemberships.some((m) => m.accountId !== user.accountId)) return 'This user is enrolled in institutions of another account: only a superadmin may change them';
+    return null;
+  }
+  const administered = new Set(adminInstitutionIds(p, permission));
+  if (!userMemberships.some((m) => administered.has(m.institutionId))) return `Missing permission ${permission} on this user`;
+  if (user.role !== 'user') return 'Institution admins may only change plain users';
+  for (const m of userMemberships) {
+    if (!administered.has(m.institutionId) || m.accountId !== user.accountId) return 'This user is also enrolled in institutions you do not administer';
+    if (m.role === 'admin') return 'This user is an institution admin: only account admins may change them';
+  }
+  return null;
+}
+
+/** Changing a user (edit, credits, delete): see userWriteRefusal; a user the caller cannot see is 404. */
 export function assertUserWrite(p: Principal, permission: Permission, user: TargetUser, userMemberships: readonly UserMembershipRow[]): void {
   if (!seesUser(p, user, userMemberships)) throw notFound('User');
-  if (p.role === 'superadmin') return;
-  if (user.role === 'superadmin') throw forbidden('Only a superadmin may change a superadmin');
-  if (canInAccount(p, permission, user.accountId)) return;
-  const administered = new Set(adminInstitutionIds(p, permission));
-  const viaInstitution = userMemberships.some((m) => administered.has(m.institutionId) && m.accountId === user.accountId);
-  if (viaInstitution && user.role === 'user') return;
-  if (viaInstitution) throw forbidden('Institution admins may only change plain users');
-  throw forbidden(`Missing permission ${permission} on this user`);
+  const refusal = userWriteRefusal(p, permission, user, userMemberships);
+  if (refusal) throw forbidden(refusal);
 }
 
 /**
  * Enrolling a user in an institution, changing or ending the enrolment: memberships.edit on the
  * institution; the user must be visible; except for a superadmin, the user must belong to the
- * institution's account, and only account-level admins touch the enrolments of admins.
+ * institution's account. Account-level admins (of the institution's account) manage any enrolment
+ * in it. An institution admin:
+ * - may enrol a plain user as a member (`user`), even one enrolled elsewhere: that gives no power
+ *   over them (see userWriteRefusal);
+ * - may end the plain (`user`) enrolment of a plain user in its institution;
+ * - may not change or end the enrolment of a fellow admin of the institution;
+ * - may grant `admin` only to a user it has power over as a whole (userWriteRefusal passes).
+ * `role` is the requested role (POST), undefined when the enrolment is ended (DELETE).
  */
 export function assertMembershipWrite(
   p: Principal,
   institution: { id: string; accountId: string },
   user: TargetUser,
   userMemberships: readonly UserMembershipRow[],
+  role?: 'admin' | 'user',
 ): void {
   assertInstitution(p, 'memberships.edit', institution);
   if (!seesUser(p, user, userMemberships)) throw notFound('User');
   if (p.role === 'superadmin') return;
   if (user.accountId !== institution.accountId) throw forbidden('Users of another account cannot be enrolled in this institution');
   if (user.role === 'superadmin') throw forbidden('Only a superadmin may change a superadmin');
-  if (user.role !== 'user' && !canInAccount(p, 'memberships.edit', institution.accountId)) throw forbidden('Institution admins may only change the enrolments of plain users');
+  if (canInAccount(p, 'memberships.edit', institution.accountId)) return;
+  if (user.role !== 'user') throw forbidden('Institution admins may only change the enrolments of plain users');
+  const current = userMemberships.find((m) => m.institutionId === institution.id);
+  if (current?.role === 'admin') throw forbidden('Only account admins may change or end the enrolment of an institution admin');
+  if (role === 'admin') {
+    // The user as it would be once enrolled: the caller must hold power over all of it.
+    const after: UserMembershipRow[] = current ? [...userMemberships] : [...userMemberships, { userId: user.id, institutionId: institution.id, role: 'user', accountId: institution.accountId }];
+    const refusal = userWriteRefusal(p, 'memberships.edit', user, after);
+    if (refusal) throw forbidden(`You may not make this user an admin: ${refusal[0]!.toLowerCase()}${refusal.slice(1)}`);
+  }
 }
 
 /** Whether the caller may see an institution referenced in a request (a missing one is 404 too). */

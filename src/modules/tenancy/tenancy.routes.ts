@@ -237,7 +237,7 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         summary: "Top up (or correct) an institution's balance",
         description:
           `Needs institutions.credits on it (superadmin, account admin of its account). One atomic statement adds amount; a negative ` +
-          `amount that would take the balance below zero is a 400 and changes nothing. ${SCOPE_NOTE}`,
+          `amount that would take the balance below zero, or with more than 4 decimals, is a 400 and changes nothing. ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         body: CreditsBody,
@@ -313,7 +313,10 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         tags,
         summary: 'Update a user',
         description:
-          'As reading, and: only a superadmin changes a superadmin; an institution admin changes only plain users (role user) of its account. ' +
+          'As reading, and: only a superadmin changes a superadmin; an account admin changes a user of its account only when every ' +
+          'enrolment of the user is in its account; an institution admin (without account rights) changes only plain users (role user) ' +
+          'of its account whose every enrolment is a user enrolment in an institution it administers (someone who is an admin anywhere, ' +
+          'or a member of an institution it does not administer, is out of reach: 403). ' +
           'role: an account admin grants at most accountadmin, an institution admin only user. status disabled ends every session of the ' +
           `user at once; a new password also ends them. ${SCOPE_NOTE}`,
         security: SECURED,
@@ -332,7 +335,7 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
       schema: {
         tags,
         summary: 'Delete a user with their sessions, enrolments and personal data',
-        description: `Needs users.delete (superadmin, account admin of the user's account; only a superadmin deletes a superadmin). Nobody deletes themselves (403). ${SCOPE_NOTE}`,
+        description: `Needs users.delete (superadmin, account admin of the user's account; only a superadmin deletes a superadmin; same reach rules as PATCH). Nobody deletes themselves (403). ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },
@@ -352,8 +355,8 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         tags,
         summary: "Top up (or correct) a user's own balance",
         description:
-          `Needs users.credits on the user (superadmin, account admin of the user's account). One atomic statement adds amount; a negative ` +
-          `amount that would take the balance below zero is a 400 and changes nothing. ${SCOPE_NOTE}`,
+          `Needs users.credits on the user (superadmin, account admin of the user's account; same reach rules as PATCH /api/admin/user/{id}). One atomic statement adds amount; a negative ` +
+          `amount that would take the balance below zero, or with more than 4 decimals, is a 400 and changes nothing. ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         body: CreditsBody,
@@ -375,7 +378,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         description:
           '201 when the enrolment is new (a new member of an institution with poolCredits false receives its creditAward once), 200 when it ' +
           'existed (role changed or unchanged). Needs memberships.edit on the institution. Except for a superadmin, the user must belong to ' +
-          "the institution's account (403), and institution admins change only plain users' enrolments. " +
+          "the institution's account (403). Account admins of the institution's account manage any enrolment there. An institution admin " +
+          'enrols plain users as members, may not change or end the enrolment of a fellow admin (403), and grants admin only to a user ' +
+          'it may change as a whole (see PATCH /api/admin/user/{id}). ' +
           SCOPE_NOTE,
         security: SECURED,
         body: MembershipBody,

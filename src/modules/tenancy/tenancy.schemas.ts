@@ -16,7 +16,7 @@ export const GlobalRoleSchema = Type.Enum(['user', 'accountadmin', 'superadmin']
 export const InstitutionRoleSchema = Type.Enum(['admin', 'user'], { description: 'Institution role: admin | user' });
 
 export const CreditsBody = Type.Object({
-  amount: Type.Number({ minimum: -1e9, maximum: 1e9, description: 'Credits to add; negative to correct (never below zero). Non-zero, |amount| ≤ 1e9' }),
+  amount: Type.Number({ minimum: -1e9, maximum: 1e9, description: 'Credits to add; negative to correct (never below zero). Non-zero, |amount| ≤ 1e9, a multiple of 0.0001 (more decimals: 400)' }),
 });
 export const CreditsResponse = Type.Object({ success: Type.Boolean(), data: Type.Object({ _id: Type.String(), credits: Type.Number() }) });
 
@@ -88,7 +88,7 @@ const institutionFields = {
   picture_dark_bg: Url('Dark-mode background URL; may be empty'),
   picture_animated: Url('Animated avatar URL; may be empty'),
   voice_agent_id: Type.String({ maxLength: 200, description: 'Voice agent identifier' }),
-  creditAward: Type.Number({ minimum: 0, maximum: 1e9, description: 'Credits a new member receives when poolCredits is false' }),
+  creditAward: Type.Number({ minimum: 0, maximum: 1e9, description: 'Credits a new member receives when poolCredits is false; a multiple of 0.0001' }),
   maxCompletionTokens: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
   maxFiles: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
   status: ActiveStatus,
@@ -125,7 +125,7 @@ export const CreateInstitutionBody = Type.Object({
   account: Id('Owning account id'),
   name,
   ainame,
-  credits: Type.Optional(Type.Number({ minimum: 0, maximum: 1e12, description: 'Opening balance' })),
+  credits: Type.Optional(Type.Number({ minimum: 0, maximum: 1e12, description: 'Opening balance; a multiple of 0.0001' })),
   ...optional(otherInstitutionFields),
 });
 export type CreateInstitutionInput = Static<typeof CreateInstitutionBody>;
@@ -216,7 +216,7 @@ export const CreateUserBody = Type.Object({
   lname: Type.String({ maxLength: 100 }),
   account: Id('Home account id'),
   institutions: Type.Array(Type.Object({ institution: Id('Institution id'), role: InstitutionRoleSchema }), { maxItems: 200 }),
-  credits: Type.Optional(Type.Number({ minimum: 0, maximum: 1e9, description: 'Opening balance (needs users.credits)' })),
+  credits: Type.Optional(Type.Number({ minimum: 0, maximum: 1e9, description: 'Opening balance (needs users.credits); a multiple of 0.0001' })),
   role: Type.Optional(GlobalRoleSchema),
   location: Type.Optional(Type.String({ maxLength: 200 })),
   timezone: Type.Optional(Timezone),

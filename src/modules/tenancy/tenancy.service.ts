@@ -87,11 +87,28 @@ function idList(value: string | undefined): string[] | undefined {
   return ids.length > 0 ? ids : undefined;
 }
 
-/** Balances keep 4 decimals: an amount that rounds to 0 at that precision would change nothing. */
+/**
+ * Whether a credit value is a multiple of 0.0001. Balances are numeric(20,4): a value with more
+ * decimals would be rounded silently, so it is refused instead. The tolerance only absorbs the
+ * binary representation error of the decimal the client sent (about |v·1e4| × 2.2e-16), so e.g.
+ * 0.0003 (0.0003 × 1e4 = 2.9999999999999996) passes while 0.00005 or 1000000000.00005 do not.
+ */
+export function isMultipleOfCreditUnit(value: number): boolean {
+  const scaled = value * 1e4;
+  if (!Number.isFinite(scaled)) return false;
+  return Math.abs(Math.round(scaled) - scaled) <= Math.max(1e-9, Math.abs(scaled) * 1e-15);
+}
+
+/** 400 on the field when a credit value (balance, award) has more than 4 decimals. */
+function checkCreditValue(field: string, value: number | undefined): void {
+  if (value !== undefined && !isMultipleOfCreditUnit(value)) throw badField(field, `${field} must be a multiple of 0.0001 (at most 4 decimals)`);
+}
+
 function checkAmount(amount: number): void {
-  if (!Number.isFinite(amount) || Math.round(amount * 1e4) === 0 || Math.abs(amount) > MAX_CREDIT_CHANGE) {
-    throw badField('amount', 'amount must be a non-zero number (at 4 decimals) between -1000000000 and 1000000000');
+  if (!Number.isFinite(amount) || amount === 0 || Math.abs(amount) > MAX_CREDIT_CHANGE) {
+    throw badField('amount', 'amount must be a non-zero number between -1000000000 and 1000000000');
   }
+  checkCreditValue('amount', amount);
 }
 
 function isUniqueViolation(err: unknown): boolean {
@@ -195,6 +212,8 @@ export class TenancyService {
   }
 
   async createInstitution(auth: AuthContext, input: CreateInstitutionInput) {
+    checkCreditValue('credits', input.credits);
+    checkCreditValue('creditAward', input.creditAward);
     const account = await repo.findAccount(this.db, input.account);
     if (!account) throw notFound('Account');
     assertAccount(auth, 'institutions.create', account.id);
@@ -222,6 +241,7 @@ export class TenancyService {
   }
 
   async updateInstitution(auth: AuthContext, id: string, input: PatchInstitutionInput) {
+    checkCreditValue('creditAward', input.creditAward);
     const institution = await this.loadInstitution(id);
     assertInstitution(auth, 'institutions.edit', institution);
     const patch = institutionColumns(input);
@@ -286,6 +306,7 @@ export class TenancyService {
   }
 
   async createUser(auth: AuthContext, input: CreateUserInput) {
+    checkCreditValue('credits', input.credits);
     const account = await repo.findAccount(this.db, input.account);
     if (!account || !seesAccount(auth, account.id)) throw notFound('Account');
     const role: GlobalRole = input.role ?? 'user';
@@ -422,7 +443,7 @@ export class TenancyService {
 
   // ───────────── memberships ─────────────
 
-  private async loadMembershipTarget(auth: AuthContext, userId: string, institutionId: string) {
+  private async loadMembershipTarget(auth: AuthContext, userId: string, institutionId: string, role?: 'admin' | 'user') {
     const institution = await this.loadInstitution(institutionId);
     const user = await findUserById(this.db, userId);
     if (!user) {
@@ -430,12 +451,12 @@ export class TenancyService {
       throw notFound('User');
     }
     const memberships = await repo.membershipsOfUsers(this.db, [user.id]);
-    assertMembershipWrite(auth, institution, user, memberships);
+    assertMembershipWrite(auth, institution, user, memberships, role);
     return { institution, user };
   }
 
   async enrol(auth: AuthContext, input: { user: string; institution: string; role: 'admin' | 'user' }) {
-    const { institution, user } = await this.loadMembershipTarget(auth, input.user, input.institution);
+    const { institution, user } = await this.loadMembershipTarget(auth, input.user, input.institution, input.role);
     const before = await findMembership(this.db, user.id, institution.id);
     const { created } = await this.db.transaction((tx) => repo.upsertMembership(tx, user.id, institution.id, input.role));
     const message = created ? 'Enrolled' : before?.role === input.role ? 'Unchanged' : 'Role changed';
