@@ -30,6 +30,9 @@ export interface AppConfig {
   loginRateLimitWindowSeconds: number;
   mfaChallengesPerWindow: number;
   searchRateLimitPerMinute: number;
+  /** Vault uploads per user per minute, and sanitize (model) calls per user per minute. */
+  uploadRateLimitPerMinute: number;
+  sanitizeRateLimitPerMinute: number;
   uploadMaxBytes: number;
   ssoTestAllowPrivate: boolean;
   cloudRevokeUrls: Record<string, string>;
@@ -193,6 +196,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     loginRateLimitWindowSeconds: int('LOGIN_RATE_LIMIT_WINDOW_SECONDS', 900, 1, 86_400),
     mfaChallengesPerWindow: int('MFA_CHALLENGES_PER_15_MIN', 5, 1, 1000),
     searchRateLimitPerMinute: int('SEARCH_RATE_LIMIT_PER_MINUTE', 20, 1, 100_000),
+    uploadRateLimitPerMinute: int('UPLOAD_RATE_LIMIT_PER_MINUTE', 60, 1, 100_000),
+    sanitizeRateLimitPerMinute: int('SANITIZE_RATE_LIMIT_PER_MINUTE', 30, 1, 100_000),
     uploadMaxBytes: int('UPLOAD_MAX_BYTES', 26_214_400, 1, 2 ** 31 - 1),
     ssoTestAllowPrivate: bool('SSO_TEST_ALLOW_PRIVATE', false),
     cloudRevokeUrls,

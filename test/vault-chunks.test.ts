@@ -6,6 +6,7 @@ import { uploads } from '../src/db/schema.js';
 import { createChatModel, SANITIZE_SYSTEM_PROMPT, type ChatModel } from '../src/providers/llm/index.js';
 import { countTokens } from '../src/modules/vault/ingest/chunker.js';
 import { writeEmbedderState } from '../src/modules/vault/uploads.repository.js';
+import type { Embedder } from '../src/providers/embeddings/types.js';
 import { newId } from '../src/shared/ids.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
@@ -187,7 +188,7 @@ describe('vault embedding chunks and sanitize', () => {
     assert.equal(longest.statusCode, 200);
   });
 
-  test('PUT needs the right to change the file; a deleted file is read-only', async () => {
+  test('PUT and sanitize need the right to change the file; chunks of deleted files are gone', async () => {
     const upload = await makeUpload({ owner: w.userA1, scope: 'instance', institutionId: w.a1.id });
     const chunk = await makeChunk(upload, 0, 'Shared institution text.');
     const colleague = await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'userA1b', { text: 'vandalised' });
@@ -197,13 +198,74 @@ describe('vault embedding chunks and sanitize', () => {
     const admin = await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'adminA1', { text: 'Fixed by the admin.' });
     assert.equal(admin.statusCode, 200);
 
+    // sanitize is a preview for whoever can save it: a reader of the file gets 403 and spends nothing
+    const reader = await call(t, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'userA1b');
+    assert.equal(reader.statusCode, 403);
+    assert.equal(reader.json().error.code, 'FORBIDDEN');
+    assert.equal((await uploadRow(upload)).tokensUsed, 0);
+    assert.equal((await call(t, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'adminA1')).statusCode, 200);
+    assert.ok((await uploadRow(upload)).tokensUsed > 0);
+    // account files: the account's administrator, not an institution admin of the account
+    const accountFile = await makeUpload({ owner: w.userA1, scope: 'account', institutionId: w.a1.id });
+    const accountChunk = await makeChunk(accountFile, 0, 'Account-wide text.');
+    assert.equal((await call(t, 'PUT', `/api/user/embedding/${accountChunk}`, 'adminA1', { text: 'Changed.' })).statusCode, 403);
+    assert.equal((await call(t, 'POST', `/api/user/embedding/${accountChunk}/sanitize`, 'adminA1')).statusCode, 403);
+
+    // a deleted file's chunks leave with it (deleted in its transaction); any left behind are not served
     const deleted = await makeUpload({ owner: w.userA1, scope: 'personal', status: 'deleted' });
     const dc = await makeChunk(deleted, 0, 'Deleted file text.');
+    assert.equal((await call(t, 'GET', `/api/user/embedding/${dc}`, 'userA1')).statusCode, 404);
     const put = await call(t, 'PUT', `/api/user/embedding/${dc}`, 'userA1', { text: 'x' });
-    assert.equal(put.statusCode, 409);
-    assert.equal(put.json().error.code, 'CONFLICT');
-    assert.equal((await call(t, 'POST', `/api/user/embedding/${dc}/sanitize`, 'userA1')).statusCode, 409);
+    assert.equal(put.statusCode, 404);
+    assert.equal((await chunkRow(dc)).text, 'Deleted file text.');
+    assert.equal((await call(t, 'POST', `/api/user/embedding/${dc}/sanitize`, 'userA1')).statusCode, 404);
     assert.equal((await uploadRow(deleted)).tokensUsed, 0);
+    assert.equal((await call(t, 'GET', `/api/user/files/${deleted}/chunks`, 'userA1')).json().total, 0);
+  });
+
+  test('chunks of a file still processing (written ahead in stages) are not readable until it is active', async () => {
+    const upload = await makeUpload({ owner: w.userA1, scope: 'personal', status: 'processing' });
+    const staged = await makeChunk(upload, 0, 'Staged chunk of a large file.');
+    await makeChunk(upload, 1, 'Another staged chunk.');
+    assert.equal((await call(t, 'GET', `/api/user/embedding/${staged}`, 'userA1')).statusCode, 404);
+    const list = await call(t, 'GET', `/api/user/files/${upload}/chunks`, 'userA1');
+    assert.equal(list.statusCode, 200); // the file is visible, it has no readable chunk yet
+    assert.deepEqual([list.json().total, list.json().data], [0, []]);
+    assert.equal((await call(t, 'PUT', `/api/user/embedding/${staged}`, 'userA1', { text: 'Too early.' })).statusCode, 404);
+    assert.equal((await call(t, 'POST', `/api/user/embedding/${staged}/sanitize`, 'userA1')).statusCode, 404);
+    assert.equal((await chunkRow(staged)).text, 'Staged chunk of a large file.');
+    // once active, they are
+    await t.database.db.execute(sql`update uploads set status = 'active' where id = ${upload}`);
+    assert.equal((await call(t, 'GET', `/api/user/embedding/${staged}`, 'userA1')).statusCode, 200);
+    assert.equal((await call(t, 'GET', `/api/user/files/${upload}/chunks`, 'userA1')).json().total, 2);
+    // inactive and selected files keep readable chunks
+    await t.database.db.execute(sql`update uploads set status = 'inactive' where id = ${upload}`);
+    assert.equal((await call(t, 'GET', `/api/user/embedding/${staged}`, 'userA1')).statusCode, 200);
+  });
+
+  test('sanitize is rate limited per user (SANITIZE_RATE_LIMIT_PER_MINUTE)', async () => {
+    const limited = await startTestApp({ database: t.database, env: { SANITIZE_RATE_LIMIT_PER_MINUTE: '2', LOGIN_RATE_LIMIT_PER_EMAIL: '1000' } });
+    try {
+      const token = (await login(limited.app, w.userA1.email)).accessToken;
+      const upload = await makeUpload({ owner: w.userA1, scope: 'personal' });
+      const chunk = await makeChunk(upload, 0, 'Some   text   to   clean.');
+      const sanitize = () => limited.app.inject({ method: 'POST', url: `/api/user/embedding/${chunk}/sanitize`, headers: bearer(token) });
+      assert.equal((await sanitize()).statusCode, 200);
+      assert.equal((await sanitize()).statusCode, 200);
+      const spent = (await uploadRow(upload)).tokensUsed;
+      const over = await sanitize();
+      assert.equal(over.statusCode, 429);
+      assert.equal(over.json().error.code, 'RATE_LIMITED');
+      assert.ok(Number(over.headers['retry-after']) >= 1);
+      assert.equal((await uploadRow(upload)).tokensUsed, spent, 'the refused call reached no model');
+      // per user
+      const other = (await login(limited.app, w.adminA1.email)).accessToken;
+      const instUpload = await makeUpload({ owner: w.adminA1, scope: 'instance', institutionId: w.a1.id });
+      const instChunk = await makeChunk(instUpload, 0, 'Admin text.');
+      assert.equal((await limited.app.inject({ method: 'POST', url: `/api/user/embedding/${instChunk}/sanitize`, headers: bearer(other) })).statusCode, 200);
+    } finally {
+      await limited.close();
+    }
   });
 
   test('PUT refuses while the stored vectors come from another embedder (no mixing)', async () => {
@@ -220,6 +282,34 @@ describe('vault embedding chunks and sanitize', () => {
       await writeEmbedderState(t.database.db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, new Date());
     }
     assert.equal((await call(t, 'PUT', `/api/user/embedding/${chunk}`, 'userA1', { text: 'New text.' })).statusCode, 200);
+  });
+
+  test('PUT: the embedder check is part of the write transaction (a change during the embedding call is caught)', async () => {
+    const local = t.app.ctx.providers.embedder;
+    // the real embedder, except that another node records another model while this vector is computed
+    const racing: Embedder = {
+      id: local.id,
+      dimensions: local.dimensions,
+      async embed(texts, options) {
+        const vectors = await local.embed(texts, options);
+        await writeEmbedderState(t.database.db, { id: 'another-node-model:v2', dimensions: local.dimensions, complete: false }, new Date());
+        return vectors;
+      },
+    };
+    const r = await startTestApp({ database: t.database, build: { providers: { embedder: racing } }, env: { LOGIN_RATE_LIMIT_PER_EMAIL: '1000' } });
+    const upload = await makeUpload({ owner: w.userA1, scope: 'personal' });
+    const chunk = await makeChunk(upload, 0, 'Vector of the current model.');
+    const before = await chunkRow(chunk);
+    try {
+      const token = (await login(r.app, w.userA1.email)).accessToken;
+      const res = await r.app.inject({ method: 'PUT', url: `/api/user/embedding/${chunk}`, headers: bearer(token), payload: { text: 'A vector of the old model.' } });
+      assert.equal(res.statusCode, 409, res.body);
+      assert.equal(res.json().error.code, 'CONFLICT');
+      assert.deepEqual(await chunkRow(chunk), before);
+    } finally {
+      await writeEmbedderState(t.database.db, { id: local.id, dimensions: local.dimensions, complete: true }, new Date());
+      await r.close();
+    }
   });
 
   // ───── isolation ─────

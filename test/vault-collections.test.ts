@@ -300,6 +300,11 @@ describe('vault collections and select-all-ids', () => {
     const shared = await createCollection('userA2', { name: 'Account folder', account_shared: true });
     assert.equal((await call('PATCH', `/api/user/collection/${shared._id}`, 'userA1', { name: 'no' })).statusCode, 403);
     assert.equal((await call('PATCH', `/api/user/collection/${shared._id}`, 'accountAdminA', { color: '#123456' })).statusCode, 200);
+    // an institution admin of the account administers its institution, not what the whole account shares
+    const instAdmin = await call('PATCH', `/api/user/collection/${shared._id}`, 'adminA1', { name: 'no' });
+    assert.equal(instAdmin.statusCode, 403);
+    assert.equal((await call('DELETE', `/api/user/collection/${shared._id}`, 'adminA1')).statusCode, 403);
+    assert.equal((await call('GET', `/api/user/collection/${shared._id}`, 'adminA1')).json().data.name, 'Account folder');
   });
 
   // ───── delete ─────
@@ -336,6 +341,31 @@ describe('vault collections and select-all-ids', () => {
     const [s] = await rowsOf<{ parent_id: string | null }>(t.database.db, sql`select parent_id from collections where id = ${sub1._id}`);
     assert.equal(s?.parent_id, null);
     assert.equal((await call('DELETE', `/api/user/collection/${top._id}`, 'userA1')).statusCode, 404);
+  });
+
+  test('foreign keys: files and sub-collections never point at a collection that is gone', async () => {
+    const top = await createCollection('userA1', { name: 'FK top', scope: 'personal' });
+    const sub = await createCollection('userA1', { name: 'FK sub', parent: top._id });
+    const file = await makeUpload({ owner: w.userA1, scope: 'personal', collectionId: top._id });
+    // a delete that bypasses the service (an operator's SQL, an account removed...): the references go to the root
+    await t.database.db.execute(sql`delete from collections where id = ${top._id}`);
+    const [f] = await rowsOf<{ collection_id: string | null }>(t.database.db, sql`select collection_id from uploads where id = ${file}`);
+    assert.equal(f!.collection_id, null);
+    const [c] = await rowsOf<{ parent_id: string | null }>(t.database.db, sql`select parent_id from collections where id = ${sub._id}`);
+    assert.equal(c!.parent_id, null);
+    // and no row can be written pointing at a missing collection
+    await assert.rejects(makeUpload({ owner: w.userA1, scope: 'personal', collectionId: newId() }));
+    await assert.rejects(t.database.db.execute(sql`update collections set parent_id = ${newId()} where id = ${sub._id}`));
+    // account_shared is derived from the scope, not stored
+    const columns = await rowsOf<{ column_name: string }>(t.database.db, sql`select column_name from information_schema.columns where table_name = 'collections'`);
+    assert.ok(!columns.some((col) => col.column_name === 'account_shared'));
+    // an upload into a collection deleted meanwhile is refused, and PATCH cannot move a file there
+    const gone = await createCollection('userA1', { name: 'Gone', scope: 'personal' });
+    const kept = await makeUpload({ owner: w.userA1, scope: 'personal' });
+    assert.equal((await call('DELETE', `/api/user/collection/${gone._id}`, 'userA1')).statusCode, 200);
+    const move = await call('PATCH', `/api/user/files/${kept}`, 'userA1', { collection: gone._id });
+    assert.equal(move.statusCode, 400);
+    assert.equal(move.json().message, 'Collection not found');
   });
 
   // ───── isolation ─────
@@ -510,7 +540,11 @@ describe('vault collections and select-all-ids', () => {
       const rootDeleted = await selectAll('selOwner', { scope: 'instance', status: 'deleted' });
       assert.deepEqual(idsOf(rootDeleted), [files.rootDeleted]);
       assert.deepEqual(rootDeleted.json().collections, []);
-      assert.equal((await selectAll('selOwner', { parent: root._id, status: 'processing' })).statusCode, 400);
+      // `processing`: the same filter as the file list accepts it
+      const processing = await selectAll('selOwner', { parent: root._id, status: 'processing' });
+      assert.equal(processing.statusCode, 200);
+      assert.deepEqual(idsOf(processing), expectIds('processing'));
+      assert.equal((await selectAll('selOwner', { parent: root._id, status: 'bogus' })).statusCode, 400);
     });
 
     test('fileNameSearch: case-insensitive substring, metacharacters taken literally', async () => {

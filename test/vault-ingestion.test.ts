@@ -10,8 +10,10 @@ import { LocalEmbedder } from '../src/providers/embeddings/index.js';
 import type { Embedder } from '../src/providers/embeddings/types.js';
 import { ManualClock } from '../src/shared/clock.js';
 import { EMBEDDER_CHANGED_MESSAGE } from '../src/modules/vault/ingest/pipeline.js';
-import { reembedAll } from '../src/modules/vault/ingest/reembed.js';
-import { bearer, login, makeWorld, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
+import { checkEmbedder, reembedAll } from '../src/modules/vault/ingest/reembed.js';
+import { embeddingColumnDimensions, readEmbedderState } from '../src/modules/vault/uploads.repository.js';
+import { newId } from '../src/shared/ids.js';
+import { bearer, login, makeWorld, openTestDatabase, startTestApp, testConfig, type TestApp } from './support/app.js';
 import { makeDocx, makePdf, uploadOk, waitForIngestion } from './support/uploads.js';
 
 const silentLog = { info() {}, warn() {}, error() {} };
@@ -391,6 +393,48 @@ describe('vault ingestion: embedder changes never mix vectors', () => {
       const accepted = await uploadOk(second.app, token, { name: 'again.txt', type: 'text/plain', content: 'Puffins mate for life.' });
       assert.equal((await waitForIngestion(second.app, token, accepted._id)).status, 'active');
       await second.close();
+    } finally {
+      await database.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('vault ingestion: the embedder check at boot', () => {
+  test('with no chunk the configured embedder is adopted once, under the lock: a concurrent check finds it done; with chunks nothing is resized', async () => {
+    const database = await openTestDatabase();
+    const dataDir = mkdtempSync(join(tmpdir(), 'twin-embedder-'));
+    try {
+      const config = testConfig(dataDir);
+      const node = (dimensions: number) => ({ db: database.db, config, providers: { embedder: new LocalEmbedder(dimensions) }, log: silentLog });
+      assert.equal(await embeddingColumnDimensions(database.db), 384);
+      // two nodes booting together with a 64-dimension embedder: one resizes, the other decides again under the lock
+      const [a, b] = await Promise.all([checkEmbedder(node(64)), checkEmbedder(node(64))]);
+      assert.deepEqual([a.status, b.status].sort(), ['ok', 'recorded']);
+      assert.equal(await embeddingColumnDimensions(database.db), 64);
+      assert.deepEqual(await readEmbedderState(database.db), { id: 'local:hashed-ngrams-v1:64', dimensions: 64, complete: true });
+      const [index] = await rowsOf<{ n: number }>(database.db, sql`select count(*)::int as n from pg_indexes where indexname = 'chunks_embedding_hnsw'`);
+      assert.equal(index!.n, 1);
+      // still no chunk: another model is adopted
+      assert.equal((await checkEmbedder(node(384))).status, 'adopted');
+      assert.equal(await embeddingColumnDimensions(database.db), 384);
+      assert.equal((await checkEmbedder(node(384))).status, 'ok');
+
+      // with a chunk stored, a different embedder is refused and the column left alone
+      const world = await makeWorld(database);
+      const uploadId = newId();
+      await database.db.execute(
+        sql`insert into uploads (id, originalname, filesize, mimetype, scope, owner_user_id, account_id, status, storage_key, sha256)
+            values (${uploadId}, 'a.txt', 1, 'text/plain', 'personal', ${world.userA1.id}, ${world.accountA.id}, 'active', ${`test/${uploadId}`}, ${'0'.repeat(64)})`,
+      );
+      const [vector] = await new LocalEmbedder(384).embed(['kept']);
+      await database.db.execute(
+        sql`insert into chunks (id, upload_id, chunk_index, text, tokens, embedding) values (${newId()}, ${uploadId}, 0, 'kept', 1, ${`[${vector!.join(',')}]`}::vector)`,
+      );
+      const refused = await checkEmbedder(node(64));
+      assert.equal(refused.status, 'mismatch');
+      assert.equal(await embeddingColumnDimensions(database.db), 384);
+      assert.equal((await readEmbedderState(database.db))?.id, 'local:hashed-ngrams-v1:384');
     } finally {
       await database.close();
       rmSync(dataDir, { recursive: true, force: true });

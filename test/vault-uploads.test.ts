@@ -22,8 +22,8 @@ function filesUnder(dir: string): string[] {
 async function makeCollection(t: TestApp, fields: { scope: string; owner: string; institution: string | null; account: string; name?: string }) {
   const id = newId();
   await t.database.db.execute(
-    sql`insert into collections (id, name, scope, owner_user_id, institution_id, account_id, account_shared)
-        values (${id}, ${fields.name ?? 'Folder'}, ${fields.scope}, ${fields.owner}, ${fields.institution}, ${fields.account}, ${fields.scope === 'account'})`,
+    sql`insert into collections (id, name, scope, owner_user_id, institution_id, account_id)
+        values (${id}, ${fields.name ?? 'Folder'}, ${fields.scope}, ${fields.owner}, ${fields.institution}, ${fields.account})`,
   );
   return id;
 }
@@ -66,7 +66,7 @@ describe('vault uploads: POST /api/user/files', () => {
   test('fields: scope personal has no institution; is_private, file_title; bad values are 400 with the field', async () => {
     const personal = await uploadOk(t.app, tokenA1, { name: 'me.txt', type: 'text/plain', content: 'mine' }, { scope: 'personal', institution: w.a1.id, file_title: '  My notes ', is_private: 'false' });
     assert.equal(personal.scope, 'personal');
-    assert.equal(personal.institution, null);
+    assert.equal(personal.institution, ''); // the spec types it `string (id)`: empty for a file of no institution
     assert.equal(personal.file_title, 'My notes');
     const priv = await uploadOk(t.app, tokenA1, { name: 'p.txt', type: 'text/plain', content: 'secret' }, { is_private: 'true', scope: 'account' });
     assert.equal(priv.is_private, true);
@@ -102,6 +102,89 @@ describe('vault uploads: POST /api/user/files', () => {
     });
     assert.equal(res.statusCode, 201, res.body);
     assert.equal(res.json().data.scope, 'personal');
+  });
+
+  /** A multipart body with its parts in the given order (a field: [name, value]; the file: [name, content, filename]). */
+  async function orderedUpload(token: string, parts: Array<[string, string] | [string, string, string]>, app = t.app) {
+    const form = new FormData();
+    for (const [name, value, filename] of parts) {
+      if (filename === undefined) form.append(name, value);
+      else form.append(name, new Blob([value], { type: 'text/plain' }), filename);
+    }
+    const r = new Response(form);
+    return app.inject({ method: 'POST', url: '/api/user/files', headers: { ...bearer(token), 'content-type': r.headers.get('content-type')! }, payload: Buffer.from(await r.arrayBuffer()) });
+  }
+
+  test('fields before the file: a refused upload is refused before any byte is stored', async () => {
+    // Every file here is over UPLOAD_MAX_BYTES (4096): storing it would answer 413. The refusal comes first.
+    const big = { name: 'big.txt', type: 'text/plain', content: 'z'.repeat(5000) };
+    const disabled = await makeInstitution(t.database, w.accountA.id, { disableFileUploadForUser: true });
+    const full = await makeInstitution(t.database, w.accountA.id, { maxFiles: 1 });
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [disabled.id]: 'user', [full.id]: 'user' } });
+    const token = (await login(t.app, user.email)).accessToken;
+    assert.equal((await uploadFile(t.app, token, { name: 'one.txt', content: 'the only slot' }, { institution: full.id })).statusCode, 201);
+    const filesBefore = filesUnder(join(t.dataDir, 'files')).length;
+    const [rowsBefore] = await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from uploads`);
+
+    const uploadsDisabled = await uploadFile(t.app, token, big, { institution: disabled.id });
+    assert.equal(uploadsDisabled.statusCode, 403, uploadsDisabled.body);
+    assert.equal(uploadsDisabled.json().message, 'File uploads are disabled for users of this institution: only its administrators may upload');
+    const maxFiles = await uploadFile(t.app, token, big, { institution: full.id });
+    assert.equal(maxFiles.statusCode, 403, maxFiles.body);
+    assert.match(maxFiles.json().message, /reached its limit of 1 files/);
+    const foreign = await uploadFile(t.app, token, big, { scope: 'instance', institution: w.b1.id });
+    assert.equal(foreign.statusCode, 403, foreign.body);
+    const noCollection = await uploadFile(t.app, token, big, { collection: newId() });
+    assert.equal(noCollection.statusCode, 400, noCollection.body);
+    assert.equal(noCollection.json().message, 'Collection not found');
+    const badScope = await uploadFile(t.app, token, big, { scope: 'galaxy' });
+    assert.equal(badScope.statusCode, 400);
+    assert.equal(badScope.json().error.details[0].field, 'scope');
+
+    assert.equal(filesUnder(join(t.dataDir, 'files')).length, filesBefore);
+    const [rowsAfter] = await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from uploads`);
+    assert.equal(rowsAfter!.n, rowsBefore!.n);
+    // allowed, the same file is measured: 413
+    assert.equal((await uploadFile(t.app, token, big, { scope: 'personal' })).statusCode, 413);
+  });
+
+  test('file before the fields: still allowed; a refusal of the default placement that later fields would lift asks for the fields first', async () => {
+    const disabled = await makeInstitution(t.database, w.accountA.id, { disableFileUploadForUser: true });
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [disabled.id]: 'user' } });
+    const token = (await login(t.app, user.email)).accessToken;
+    // the default placement (instance of the current institution) is refused; scope personal after the file would allow it
+    const late = await orderedUpload(token, [['file', 'late', 'late.txt'], ['scope', 'personal']]);
+    assert.equal(late.statusCode, 400, late.body);
+    assert.equal(late.json().error.details[0].field, 'file');
+    assert.equal(late.json().message, 'Send the form fields before the file part: they decide whether and where the file may be stored');
+    // refused with every field too: the real refusal
+    const refused = await orderedUpload(token, [['file', 'late', 'late.txt'], ['scope', 'instance']]);
+    assert.equal(refused.statusCode, 403);
+    // fields first: fine
+    const ok = await orderedUpload(token, [['scope', 'personal'], ['file', 'early', 'early.txt']]);
+    assert.equal(ok.statusCode, 201, ok.body);
+    assert.equal(ok.json().data.institution, '');
+  });
+
+  test('uploads are rate limited per user (UPLOAD_RATE_LIMIT_PER_MINUTE)', async () => {
+    const limited = await startTestApp({ database: t.database, dataDir: t.dataDir, env: { UPLOAD_RATE_LIMIT_PER_MINUTE: '3', INGEST_WORKERS: '0' } });
+    try {
+      const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+      const token = (await login(limited.app, user.email)).accessToken;
+      for (let i = 0; i < 3; i++) assert.equal((await uploadFile(limited.app, token, { name: `r${i}.txt`, content: 'x' }, { scope: 'personal' })).statusCode, 201);
+      const [before] = await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from uploads where owner_user_id = ${user.id}`);
+      const over = await uploadFile(limited.app, token, { name: 'r3.txt', content: 'x' }, { scope: 'personal' });
+      assert.equal(over.statusCode, 429);
+      assert.equal(over.json().error.code, 'RATE_LIMITED');
+      assert.ok(Number(over.headers['retry-after']) >= 1);
+      const [after] = await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from uploads where owner_user_id = ${user.id}`);
+      assert.equal(after!.n, before!.n);
+      // per user: someone else is not affected
+      const other = (await login(limited.app, w.userA2.email)).accessToken;
+      assert.equal((await uploadFile(limited.app, other, { name: 'o.txt', content: 'x' }, { scope: 'personal' })).statusCode, 201);
+    } finally {
+      await limited.close();
+    }
   });
 
   test('401 without a token; 400 without a file or without multipart', async () => {
@@ -313,6 +396,16 @@ describe('vault uploads: list, get, download, patch, delete', () => {
     }
     const foreign = await t.app.inject({ method: 'GET', url: `/api/user/files?institution=${w.b1.id}`, headers: bearer(tokenA1) });
     assert.equal(foreign.statusCode, 403);
+
+    // `processing` is a filter value too (the same filter as select-all-ids); `excluded` keeps such files
+    const pending = newId();
+    await t.database.db.execute(
+      sql`insert into uploads (id, originalname, filesize, mimetype, scope, owner_user_id, institution_id, account_id, status, storage_key, sha256)
+          values (${pending}, 'pending.txt', 1, 'text/plain', 'instance', ${member.id}, ${inst.id}, ${w.accountA.id}, 'processing', ${`test/${pending}`}, ${'0'.repeat(64)})`,
+    );
+    assert.deepEqual(ids(await list('status=processing')), [pending]);
+    assert.ok(ids(await list('status=excluded')).includes(pending));
+    assert.ok(!ids(await list('status=active')).includes(pending));
   });
 
   test('patch: title, status, collection, flags; the rules of each', async () => {
@@ -471,7 +564,9 @@ describe('vault uploads: scope isolation on every route', () => {
     assert.deepEqual(await access('otherA1', 'accountA'), readOnly);
     assert.deepEqual(await access('userA2', 'accountA'), readOnly);
     assert.deepEqual(await access('multi', 'accountA'), readOnly);
-    assert.deepEqual(await access('adminA1', 'accountA'), full);
+    // an institution admin administers one institution, not what the whole account shares: the account admin does
+    assert.deepEqual(await access('adminA1', 'accountA'), readOnly);
+    assert.deepEqual(await access('accountAdminA', 'accountA'), full);
     assert.deepEqual(await access('userB1', 'accountA'), hidden);
     assert.deepEqual(await access('accountAdminB', 'accountA'), hidden);
   });
@@ -491,6 +586,7 @@ describe('vault uploads: scope isolation on every route', () => {
     assert.equal(await del('adminA1', 'personalA1'), 404);
     assert.equal(await del('otherA1', 'instanceA1'), 403);
     assert.equal(await del('userA2', 'accountA'), 403);
+    assert.equal(await del('adminA1', 'accountA'), 403);
     const status = async (key: string) => (await rowsOf<{ status: string }>(t.database.db, sql`select status from uploads where id = ${files[key]!}`))[0]!.status;
     for (const key of ['instanceA1', 'accountA', 'privateA1', 'personalA1']) assert.equal(await status(key), 'active');
     assert.equal(await del('adminA1', 'instanceA1'), 200);

@@ -9,6 +9,7 @@ import {
   numeric,
   pgTable,
   primaryKey,
+  type AnyPgColumn,
   text,
   timestamp,
   uniqueIndex,
@@ -223,7 +224,8 @@ export const collections = pgTable(
     color: text('color'),
     /** personal | instance | account */
     scope: text('scope').notNull(),
-    parentId: text('parent_id'),
+    /** Deleting a collection moves its content to its parent first; SET NULL is the backstop (vault root). */
+    parentId: text('parent_id').references((): AnyPgColumn => collections.id, { onDelete: 'set null' }),
     ownerUserId: text('owner_user_id')
       .notNull()
       .references(() => users.id, { onDelete: 'cascade' }),
@@ -231,7 +233,6 @@ export const collections = pgTable(
     accountId: text('account_id')
       .notNull()
       .references(() => accounts.id, { onDelete: 'cascade' }),
-    accountShared: boolean('account_shared').notNull().default(false),
     createdAt: created(),
     updatedAt: updated(),
   },
@@ -255,7 +256,7 @@ export const uploads = pgTable(
     accountId: text('account_id')
       .notNull()
       .references(() => accounts.id, { onDelete: 'cascade' }),
-    collectionId: text('collection_id'),
+    collectionId: text('collection_id').references(() => collections.id, { onDelete: 'set null' }),
     isPrivate: boolean('is_private').notNull().default(false),
     confidential: boolean('confidential').notNull().default(false),
     /** active | inactive | selected | error | deleted, plus processing while ingestion runs. */

@@ -12,3 +12,8 @@ export function likeContains(term: string): string {
 export function containsInsensitive(column: SQLWrapper, term: string): SQL {
   return sql`lower(${column}) like ${likeContains(term)} escape '\\'`;
 }
+
+/** `column in (...values)` with each value bound as a parameter; an empty list matches nothing. */
+export function inList(column: SQLWrapper, values: readonly string[]): SQL {
+  return values.length === 0 ? sql`false` : sql`${column} in (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`;
+}

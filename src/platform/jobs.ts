@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { rowsOf, type Db, type DbOrTx } from '../db/client.js';
+import { toDate } from '../db/values.js';
 import { systemClock, type Clock } from '../shared/clock.js';
 import { newId } from '../shared/ids.js';
 
@@ -50,8 +51,6 @@ interface JobRowRaw {
   last_error: string | null;
 }
 
-const toDate = (v: Date | string | null): Date | null => (v === null ? null : v instanceof Date ? v : new Date(v));
-
 function toJob(r: JobRowRaw): Job {
   return {
     id: r.id,
@@ -60,7 +59,7 @@ function toJob(r: JobRowRaw): Job {
     status: r.status,
     attempts: Number(r.attempts),
     maxAttempts: Number(r.max_attempts),
-    runAt: toDate(r.run_at) as Date,
+    runAt: toDate(r.run_at),
     lockedAt: toDate(r.locked_at),
     lockedBy: r.locked_by,
     lastError: r.last_error,

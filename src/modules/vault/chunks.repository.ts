@@ -54,7 +54,14 @@ const chunkOf = (r: { id: string; upload_id: string; chunk_index: number; text: 
   tokens: Number(r.tokens),
 });
 
-/** A chunk and its upload, when the caller can see the upload (chunks are as visible as their file). */
+/**
+ * Chunks are readable only while their file is settled: not while it is 'processing' (large files on
+ * PGlite write their chunks in stages before the upload turns active; a re-ingestion replaces them),
+ * and not once it is 'deleted' (its chunks are removed in the delete's own transaction anyway).
+ */
+const readableFile = (alias: string) => sql`${sql.raw(`${alias}.status`)} not in ('processing', 'deleted')`;
+
+/** A chunk and its upload, when the caller can see the upload (chunks are as visible as their file) and it is readable. */
 export async function findVisibleChunk(db: DbOrTx, auth: AuthContext, chunkId: string): Promise<{ chunk: ChunkRow; upload: ChunkUpload } | undefined> {
   const [row] = await rowsOf<RawChunkWithUpload>(
     db,
@@ -65,7 +72,7 @@ export async function findVisibleChunk(db: DbOrTx, auth: AuthContext, chunkId: s
           from chunks ch
           join uploads u on u.id = ch.upload_id
           left join institutions i on i.id = u.institution_id
-         where ch.id = ${chunkId} and ${visibleCondition(auth, 'u', { hasPrivateFlag: true })}`,
+         where ch.id = ${chunkId} and ${readableFile('u')} and ${visibleCondition(auth, 'u', { hasPrivateFlag: true })}`,
   );
   return row ? { chunk: chunkOf(row), upload: uploadOf(row) } : undefined;
 }
@@ -75,12 +82,18 @@ export async function isUploadVisible(db: DbOrTx, auth: AuthContext, uploadId: s
   return Boolean(row);
 }
 
-/** One page of an upload's chunks in reading order, and how many there are. */
+/** One page of an upload's chunks in reading order, and how many there are (none while the file is not readable). */
 export async function listChunks(db: DbOrTx, uploadId: string, offset: number, limit: number): Promise<{ rows: ChunkRow[]; total: number }> {
-  const [count] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from chunks where upload_id = ${uploadId}`);
+  const [count] = await rowsOf<{ n: number }>(
+    db,
+    sql`select count(*)::int as n from chunks ch join uploads u on u.id = ch.upload_id where ch.upload_id = ${uploadId} and ${readableFile('u')}`,
+  );
   const rows = await rowsOf<{ id: string; upload_id: string; chunk_index: number; text: string; tokens: number }>(
     db,
-    sql`select id, upload_id, chunk_index, text, tokens from chunks where upload_id = ${uploadId} order by chunk_index, id offset ${offset} limit ${limit}`,
+    sql`select ch.id, ch.upload_id, ch.chunk_index, ch.text, ch.tokens
+          from chunks ch join uploads u on u.id = ch.upload_id
+         where ch.upload_id = ${uploadId} and ${readableFile('u')}
+         order by ch.chunk_index, ch.id offset ${offset} limit ${limit}`,
   );
   return { rows: rows.map(chunkOf), total: Number(count?.n ?? 0) };
 }

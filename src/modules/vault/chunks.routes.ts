@@ -1,5 +1,6 @@
 import type { AppContext } from '../../context.js';
 import { authOf, requireAuth, SECURED } from '../../http/auth.js';
+import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
 import { errorResponses } from '../../shared/schemas.js';
 import { ChunkEnvelope, ChunkIdParams, ChunkListEnvelope, ChunkListQuery, FileIdParams, SanitizeResponse, UpdateChunkBody } from './chunks.schemas.js';
@@ -9,6 +10,9 @@ import { ChunksService } from './chunks.service.js';
 export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
   const service = new ChunksService(ctx);
   const authenticated = requireAuth(ctx);
+  const { config } = ctx;
+  const sanitizeRate = limits(app, { max: config.sanitizeRateLimitPerMinute, timeWindowMs: 60_000, key: (request) => `vault-sanitize:${authOf(request).userId}` });
+  const readable = "Chunks are readable once the file's ingestion has finished: while it is `processing`, and once it is deleted, there are none.";
 
   app.get(
     '/api/user/files/:id/chunks',
@@ -16,7 +20,7 @@ export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
       schema: {
         tags: ['vault'],
         summary: "A file's embedding chunks, in reading order",
-        description: 'Paginated (page from 1, pageSize 1 to 1000, default 100). A file you cannot see is a 404.',
+        description: `Paginated (page from 1, pageSize 1 to 1000, default 100). A file you cannot see is a 404. ${readable}`,
         security: SECURED,
         params: FileIdParams,
         querystring: ChunkListQuery,
@@ -33,7 +37,7 @@ export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
       schema: {
         tags: ['vault'],
         summary: 'One embedding chunk',
-        description: 'A chunk is as visible as its file: otherwise 404.',
+        description: `A chunk is as visible as its file: otherwise 404. ${readable}`,
         security: SECURED,
         params: ChunkIdParams,
         response: { 200: ChunkEnvelope, ...errorResponses(400, 401, 404) },
@@ -52,8 +56,9 @@ export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
         description:
           'Body: `sanitizedText` (the sanitize preview) or `text` (a manual edit), exactly one, 1 to 100000 characters and not blank. ' +
           'The token count is recounted, the vector recomputed and the full-text index rebuilt, together with the text in one transaction. ' +
-          "Needs the right to change the file (its owner, or `vault.admin` over its institution/account): else 403. A deleted file's chunks: 409; " +
-          'also 409 while the stored vectors come from another embedder (run the re-embed command first: vectors of two models are never mixed). ' +
+          'Needs the right to change the file (its owner, or `vault.admin` over its institution/account): else 403. A chunk of a file still ' +
+          'processing, or deleted, is a 404. 409 while the stored vectors come from another embedder (checked in the write transaction; run ' +
+          'the re-embed command first: vectors of two models are never mixed). ' +
           'An embedding provider failure: 502 and nothing changes.',
         security: SECURED,
         params: ChunkIdParams,
@@ -75,13 +80,16 @@ export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
           "No body. Sends the chunk text to the summary model of the file's institution (the institution's override, else the provider's " +
           'default; personal files: the default) to remove navigation, boilerplate and encoding artifacts and to normalise whitespace, ' +
           'without summarising. Nothing is saved: save the preview with PUT /api/user/embedding/{id} `{sanitizedText}`. ' +
-          "`tokensUsed` (input + output) is added to the file's `tokens_used`. Anyone who can see the file may ask for a preview; " +
-          "a deleted file's chunks: 409. The provider failing after its retries: 502 UPSTREAM_FAILED.",
+          "`tokensUsed` (input + output) is added to the file's `tokens_used`. Only those who may change the file (its owner, or `vault.admin` " +
+          'over its institution/account) may ask for a preview, since only they can save it: others who see it get 403. A chunk of a file still ' +
+          'processing, or deleted, is a 404. The provider failing after its retries: 502 UPSTREAM_FAILED. ' +
+          `At most ${config.sanitizeRateLimitPerMinute} calls per user per minute (SANITIZE_RATE_LIMIT_PER_MINUTE): 429 with Retry-After.`,
         security: SECURED,
         params: ChunkIdParams,
-        response: { 200: SanitizeResponse, ...errorResponses(400, 401, 404, 409, 502) },
+        response: { 200: SanitizeResponse, ...errorResponses(400, 401, 403, 404, 429, 502) },
       },
       preValidation: authenticated,
+      preHandler: sanitizeRate,
     },
     async (request) => service.sanitize(authOf(request), request.params.id),
   );

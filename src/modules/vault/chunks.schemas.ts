@@ -1,6 +1,5 @@
 import { Type } from '@fastify/type-provider-typebox';
-import { ListEnvelope, PageFields } from '../../shared/schemas.js';
-import { Uuid } from './collections.schemas.js';
+import { Id, ListEnvelope, PageFields } from '../../shared/schemas.js';
 
 export const MAX_CHUNK_TEXT = 100_000;
 
@@ -18,8 +17,8 @@ export const ChunkSchema = Type.Object(
 export const ChunkEnvelope = Type.Object({ success: Type.Boolean(), data: ChunkSchema });
 export const ChunkListEnvelope = ListEnvelope(ChunkSchema);
 
-export const ChunkIdParams = Type.Object({ id: Uuid('Embedding chunk id') });
-export const FileIdParams = Type.Object({ id: Uuid('File (upload) id') });
+export const ChunkIdParams = Type.Object({ id: Id('Embedding chunk id') });
+export const FileIdParams = Type.Object({ id: Id('File (upload) id') });
 
 export const ChunkListQuery = Type.Object({
   page: PageFields.page,

@@ -44,7 +44,8 @@ export class ChunksService {
 
   /**
    * Replaces the text. The vector is computed first, outside any transaction (a slow provider must not
-   * hold row locks); then text, token count, vector and full-text index are written in one transaction.
+   * hold row locks); then, in one transaction, the embedder is checked and text, token count, vector and
+   * full-text index are written.
    */
   async update(auth: AuthContext, chunkId: string, body: { sanitizedText?: string; text?: string }) {
     if (body.sanitizedText !== undefined && body.text !== undefined) throw badField('text', 'Give either sanitizedText or text, not both');
@@ -53,11 +54,8 @@ export class ChunksService {
 
     const { upload } = await this.visible(auth, chunkId);
     if (!canModify(auth, upload)) throw forbidden('Only the owner of the file or a vault administrator may change its chunks');
-    if (upload.status === 'deleted') throw conflict('The file is deleted; its chunks can no longer be changed');
 
     const embedder = this.ctx.providers.embedder;
-    // Vectors of two embedders are never mixed: after a change of embedder, only a re-embed of everything helps.
-    if (!(await embedderMatches(this.ctx.db, embedder, this.ctx.clock.now()))) throw conflict(`The stored vectors come from another embedder (${EMBEDDER_CHANGED_MESSAGE})`);
     let vector: string;
     try {
       const [embedded] = await embedder.embed([text]);
@@ -71,30 +69,30 @@ export class ChunksService {
       throw err;
     }
     const tokens = countTokens(text);
-    const saved = await this.ctx.db.transaction((tx) => repo.replaceChunkText(tx, chunkId, text, tokens, vector, this.ctx.clock.now()));
+    const saved = await this.ctx.db.transaction(async (tx) => {
+      // Vectors of two embedders are never mixed: checked here, under the lock of the embedder state,
+      // so that a re-embed (or another node's model) cannot slip in between the check and this vector.
+      if (!(await embedderMatches(tx, embedder, this.ctx.clock.now(), { forUpdate: true }))) {
+        throw conflict(`The stored vectors come from another embedder (${EMBEDDER_CHANGED_MESSAGE})`);
+      }
+      return repo.replaceChunkText(tx, chunkId, text, tokens, vector, this.ctx.clock.now());
+    });
     if (!saved) throw notFound('Embedding chunk');
     return presentChunk(saved);
   }
 
   /**
    * AI clean-up preview of the chunk text with the summary model of the file's institution (its
-   * override, else the provider's default; personal files: the default). Nothing is saved except the
-   * token usage, which is added to the file's tokens_used atomically.
+   * override, else the provider's default; personal files: the default). Only for those who may change
+   * the file (the preview is only useful to someone who can save it). Nothing is saved except the token
+   * usage, which is added to the file's tokens_used atomically. A provider failure (UpstreamError)
+   * reaches the error handler: 502 UPSTREAM_FAILED.
    */
   async sanitize(auth: AuthContext, chunkId: string) {
     const { chunk, upload } = await this.visible(auth, chunkId);
-    if (upload.status === 'deleted') throw conflict('The file is deleted; its chunks can no longer be changed');
+    if (!canModify(auth, upload)) throw forbidden('Only the owner of the file or a vault administrator may sanitize its chunks');
     const model = upload.institutionId && upload.summaryModel ? upload.summaryModel : undefined;
-    let result;
-    try {
-      result = await this.ctx.providers.chatModel.complete(buildSanitizeRequest(chunk.text, model));
-    } catch (err) {
-      if (isUpstreamFailure(err)) {
-        this.ctx.log.warn({ err }, 'model provider failed during sanitize');
-        throw upstreamFailed('The model provider failed; try again later');
-      }
-      throw err;
-    }
+    const result = await this.ctx.providers.chatModel.complete(buildSanitizeRequest(chunk.text, model));
     const tokensUsed = Math.max(0, Math.round(result.usage.totalTokens));
     if (tokensUsed > 0) await repo.addTokensUsed(this.ctx.db, upload.id, tokensUsed);
     return { success: true, sanitizedText: result.text, tokensUsed, model: result.model };

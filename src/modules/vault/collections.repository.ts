@@ -1,35 +1,43 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { containsInsensitive } from '../../db/search.js';
+import { toDate } from '../../db/values.js';
 import type { AuthContext } from '../identity/auth-context.js';
+import { fileStatusCondition } from './uploads.repository.js';
+import type { FileStatusFilter } from './uploads.schemas.js';
 import { visibleCondition, type VaultScope } from './vault.policy.js';
 
-/** A collection row with the number of visible, non-deleted files directly in it. */
-export interface CollectionRow {
+/** Where a collection sits and what the policy needs: no counting, cheap enough for every permission check. */
+export interface CollectionRef {
   id: string;
-  name: string;
-  color: string | null;
   scope: VaultScope;
   parentId: string | null;
   ownerUserId: string;
   institutionId: string | null;
   accountId: string;
-  accountShared: boolean;
+}
+
+/** A collection as presented: the row with the number of visible, non-deleted files directly in it. */
+export interface CollectionRow extends CollectionRef {
+  name: string;
+  color: string | null;
   createdAt: Date;
   updatedAt: Date;
   fileCount: number;
 }
 
-interface RawCollection {
+interface RawRef {
   id: string;
-  name: string;
-  color: string | null;
   scope: VaultScope;
   parent_id: string | null;
   owner_user_id: string;
   institution_id: string | null;
   account_id: string;
-  account_shared: boolean;
+}
+
+interface RawCollection extends RawRef {
+  name: string;
+  color: string | null;
   created_at: Date | string;
   updated_at: Date | string;
   file_count: number | string | null;
@@ -58,40 +66,55 @@ export const anyOf = (conditions: SQL[]): SQL => (conditions.length === 0 ? sql`
 
 /** fileCount: files directly in the collection (not in its sub-collections), visible to the caller, not deleted. */
 const fileCount = (auth: AuthContext) =>
-  sql`(select count(*)::int from uploads u where u.collection_id = c.id and u.status <> 'deleted' and ${visibleCondition(auth, 'u', { hasPrivateFlag: true })})`;
+  sql`(select count(*)::int from uploads u where u.collection_id = c.id and ${fileStatusCondition(sql.raw('u.status'))} and ${visibleCondition(auth, 'u', { hasPrivateFlag: true })})`;
 
-const toDate = (v: Date | string): Date => (v instanceof Date ? v : new Date(v));
+const refOf = (r: RawRef): CollectionRef => ({
+  id: r.id,
+  scope: r.scope,
+  parentId: r.parent_id,
+  ownerUserId: r.owner_user_id,
+  institutionId: r.institution_id,
+  accountId: r.account_id,
+});
 
-function fromRaw(r: RawCollection): CollectionRow {
-  return {
-    id: r.id,
-    name: r.name,
-    color: r.color,
-    scope: r.scope,
-    parentId: r.parent_id,
-    ownerUserId: r.owner_user_id,
-    institutionId: r.institution_id,
-    accountId: r.account_id,
-    accountShared: r.account_shared,
-    createdAt: toDate(r.created_at),
-    updatedAt: toDate(r.updated_at),
-    fileCount: Number(r.file_count ?? 0),
-  };
-}
+const rowOf = (r: RawCollection): CollectionRow => ({
+  ...refOf(r),
+  name: r.name,
+  color: r.color,
+  createdAt: toDate(r.created_at),
+  updatedAt: toDate(r.updated_at),
+  fileCount: Number(r.file_count ?? 0),
+});
+
+export type RowLock = 'update' | 'share';
 
 /**
- * The collection if the caller may see it. `lock` takes a row lock (inside a transaction) so that a
- * concurrent delete or move of the same collection waits for us, and we for it.
+ * The collection if the caller may see it, without counting its files (permission checks, moves,
+ * placing a file). Inside a transaction, `lock` takes a row lock until it ends: `share` for whoever
+ * puts something into the collection (a file, a sub-collection), `update` for whoever moves or deletes
+ * it — so a delete waits for those, or they find the collection gone.
  */
-export async function findVisibleCollection(db: DbOrTx, auth: AuthContext, id: string, options: { lock?: boolean } = {}): Promise<CollectionRow | undefined> {
+export async function findVisibleCollection(db: DbOrTx, auth: AuthContext, id: string, options: { lock?: RowLock } = {}): Promise<CollectionRef | undefined> {
+  const lock = options.lock === 'update' ? sql`for update of c` : options.lock === 'share' ? sql`for share of c` : sql``;
+  const rows = await rowsOf<RawRef>(
+    db,
+    sql`select c.id, c.scope, c.parent_id, c.owner_user_id, c.institution_id, c.account_id
+          from collections c
+         where c.id = ${id} and ${visibleCondition(auth, 'c', { hasPrivateFlag: false })}
+         ${lock}`,
+  );
+  return rows[0] ? refOf(rows[0]) : undefined;
+}
+
+/** The visible collection as presented, with its fileCount. */
+export async function getVisibleCollection(db: DbOrTx, auth: AuthContext, id: string): Promise<CollectionRow | undefined> {
   const rows = await rowsOf<RawCollection>(
     db,
     sql`select c.*, ${fileCount(auth)} as file_count
           from collections c
-         where c.id = ${id} and ${visibleCondition(auth, 'c', { hasPrivateFlag: false })}
-         ${options.lock ? sql`for update of c` : sql``}`,
+         where c.id = ${id} and ${visibleCondition(auth, 'c', { hasPrivateFlag: false })}`,
   );
-  return rows[0] ? fromRaw(rows[0]) : undefined;
+  return rows[0] ? rowOf(rows[0]) : undefined;
 }
 
 /** Visible collections directly under `parentId` (or at the root of the given levels when null), by name. */
@@ -104,7 +127,7 @@ export async function listVisibleChildren(db: DbOrTx, auth: AuthContext, where: 
          where ${placement} and ${visibleCondition(auth, 'c', { hasPrivateFlag: false })}
          order by lower(c.name), c.id`,
   );
-  return rows.map(fromRaw);
+  return rows.map(rowOf);
 }
 
 export interface NewCollection {
@@ -116,14 +139,13 @@ export interface NewCollection {
   ownerUserId: string;
   institutionId: string | null;
   accountId: string;
-  accountShared: boolean;
   now: Date;
 }
 
 export async function insertCollection(db: DbOrTx, c: NewCollection): Promise<void> {
   await db.execute(
-    sql`insert into collections (id, name, color, scope, parent_id, owner_user_id, institution_id, account_id, account_shared, created_at, updated_at)
-        values (${c.id}, ${c.name}, ${c.color}, ${c.scope}, ${c.parentId}, ${c.ownerUserId}, ${c.institutionId}, ${c.accountId}, ${c.accountShared},
+    sql`insert into collections (id, name, color, scope, parent_id, owner_user_id, institution_id, account_id, created_at, updated_at)
+        values (${c.id}, ${c.name}, ${c.color}, ${c.scope}, ${c.parentId}, ${c.ownerUserId}, ${c.institutionId}, ${c.accountId},
                 ${c.now.toISOString()}, ${c.now.toISOString()})`,
   );
 }
@@ -181,15 +203,12 @@ export async function deleteCollectionMovingContent(tx: DbOrTx, id: string, pare
 
 // ───────────── select-all-ids ─────────────
 
-export type StatusFilter = 'active' | 'inactive' | 'selected' | 'error' | 'deleted' | 'excluded';
-
-
 export interface FileSelection {
   /** The collection whose files are listed, or null for the files at the root of `level`. */
   parentId: string | null;
   level?: VaultLevel;
   fileNameSearch?: string;
-  status?: StatusFilter;
+  status?: FileStatusFilter;
 }
 
 /** Visible files directly at one place of the tree, filtered; ordered by name. */
@@ -200,12 +219,8 @@ export async function selectFiles(db: DbOrTx, auth: AuthContext, s: FileSelectio
     conditions.push(sql`u.collection_id is null`);
     conditions.push(s.level ? levelCondition('u', s.level) : sql`false`);
   }
-  if (s.status === 'excluded') conditions.push(sql`u.status not in ('selected', 'deleted')`);
-  else if (s.status) conditions.push(sql`u.status = ${s.status}`);
-  else conditions.push(sql`u.status <> 'deleted'`);
-  if (s.fileNameSearch) {
-    conditions.push(containsInsensitive(sql.raw('u.originalname'), s.fileNameSearch));
-  }
+  conditions.push(fileStatusCondition(sql.raw('u.status'), s.status));
+  if (s.fileNameSearch) conditions.push(containsInsensitive(sql.raw('u.originalname'), s.fileNameSearch));
   return rowsOf<{ id: string; originalname: string }>(
     db,
     sql`select u.id, u.originalname from uploads u where ${sql.join(conditions, sql` and `)} order by lower(u.originalname), u.id`,

@@ -1,8 +1,7 @@
 import { Type } from '@fastify/type-provider-typebox';
-import { DateTime, Nullable } from '../../shared/schemas.js';
-
-/** Record ids are UUIDs: anything else is a malformed id (400), never a lookup. */
-export const Uuid = (description: string) => Type.String({ format: 'uuid', description });
+import { Id, Nullable } from '../../shared/schemas.js';
+import { CollectionSchema } from './collections.presenters.js';
+import { FileStatusFilterSchema } from './uploads.schemas.js';
 
 /**
  * A string or null with one keyword (pattern or format), as a single JSON-schema type list rather than an
@@ -15,36 +14,16 @@ export const ScopeSchema = Type.Enum(['personal', 'instance', 'account'], {
   description: 'Vault scope: personal (only you), instance (members of one institution), account (members of every institution of the account)',
 });
 
-export const StatusFilterSchema = Type.Enum(['active', 'inactive', 'selected', 'error', 'deleted', 'excluded'], {
-  description: 'File status filter; `excluded` means every status except selected and deleted',
-});
-
 const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Collection name, 1 to 200 characters; surrounding spaces are trimmed' });
 const COLOR_PATTERN = '^#[0-9a-fA-F]{6}$';
 const Color = NullableString({ pattern: COLOR_PATTERN }, 'Hex colour #rrggbb; null for none');
-
-export const CollectionSchema = Type.Object(
-  {
-    _id: Type.String(),
-    name: Type.String(),
-    color: Nullable(Type.String({ description: '#rrggbb or null' })),
-    scope: Type.String({ description: 'personal | instance | account' }),
-    parent: Nullable(Type.String({ description: 'Parent collection id; null at the vault root' })),
-    institution: Nullable(Type.String({ description: 'Institution id (null for personal collections; the originating institution for account ones)' })),
-    account_shared: Type.Boolean({ description: 'true exactly when scope is account' }),
-    created: DateTime(),
-    updated: DateTime(),
-    fileCount: Type.Number({ description: 'Files directly in this collection (not in sub-collections) that you can see, excluding deleted ones' }),
-  },
-  { $id: 'Collection' },
-);
 
 export const CollectionEnvelope = Type.Object({ success: Type.Boolean(), data: CollectionSchema });
 export const CollectionListEnvelope = Type.Object({ success: Type.Boolean(), data: Type.Array(CollectionSchema) });
 
 export const CreateCollectionBody = Type.Object({
   name: Name,
-  institution: Type.Optional(Uuid('Institution of an instance or account collection; defaults to your current institution')),
+  institution: Type.Optional(Id('Institution of an instance or account collection; defaults to your current institution')),
   account_shared: Type.Optional(Type.Boolean({ description: 'true: the collection is shared with the whole account (scope account)' })),
   parent: Type.Optional(NullableString({ format: 'uuid' }, 'Parent collection (a visible collection of the same scope); null or absent: the vault root')),
   color: Type.Optional(Color),
@@ -52,9 +31,9 @@ export const CreateCollectionBody = Type.Object({
 });
 
 export const ListCollectionsQuery = Type.Object({
-  parent: Type.Optional(Uuid('List the sub-collections of this collection; absent: the vault root')),
+  parent: Type.Optional(Id('List the sub-collections of this collection; absent: the vault root')),
   scope: Type.Optional(ScopeSchema),
-  institution: Type.Optional(Uuid('Institution whose instance and account collections are listed; defaults to your current institution')),
+  institution: Type.Optional(Id('Institution whose instance and account collections are listed; defaults to your current institution')),
 });
 
 export const PatchCollectionBody = Type.Object({
@@ -76,10 +55,10 @@ export const DeleteCollectionResponse = Type.Object({
 
 export const SelectAllIdsBody = Type.Object({
   parent: Type.Optional(NullableString({ format: 'uuid' }, 'Collection to select within; null or absent: the vault root')),
-  institution: Type.Optional(Uuid('Overrides your current institution (instance and account scope at the root)')),
+  institution: Type.Optional(Id('Overrides your current institution (instance and account scope at the root)')),
   scope: Type.Optional(ScopeSchema),
   fileNameSearch: Type.Optional(Type.String({ maxLength: 500, description: 'Case-insensitive substring of the original file name, matched literally' })),
-  status: Type.Optional(StatusFilterSchema),
+  status: Type.Optional(FileStatusFilterSchema),
 });
 
 const IdName = Type.Object({ _id: Type.String(), originalname: Type.String() });
@@ -94,4 +73,4 @@ export const SelectAllIdsResponse = Type.Object({
   filtered: Type.Boolean(),
 });
 
-export const CollectionIdParams = Type.Object({ id: Uuid('Collection id') });
+export const CollectionIdParams = Type.Object({ id: Id('Collection id') });

@@ -2,24 +2,11 @@ import type { AppContext } from '../../context.js';
 import { badField, forbidden, notFound } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';
+import { presentCollection } from './collections.presenters.js';
 import * as repo from './collections.repository.js';
-import type { CollectionRow, StatusFilter, VaultLevel } from './collections.repository.js';
-import { canModify, placementFor, type VaultScope } from './vault.policy.js';
-
-export function presentCollection(c: CollectionRow) {
-  return {
-    _id: c.id,
-    name: c.name,
-    color: c.color,
-    scope: c.scope,
-    parent: c.parentId,
-    institution: c.institutionId,
-    account_shared: c.scope === 'account',
-    created: c.createdAt.toISOString(),
-    updated: c.updatedAt.toISOString(),
-    fileCount: c.fileCount,
-  };
-}
+import type { VaultLevel } from './collections.repository.js';
+import type { FileStatusFilter } from './uploads.schemas.js';
+import { canModify, placementFor, samePlace, type VaultScope } from './vault.policy.js';
 
 export interface CreateCollectionInput {
   name: string;
@@ -47,21 +34,7 @@ export interface SelectAllIdsInput {
   institution?: string;
   scope?: VaultScope;
   fileNameSearch?: string;
-  status?: StatusFilter;
-}
-
-/** The level of the tree a collection sits in (its root-level siblings share it). */
-function levelOf(c: Pick<CollectionRow, 'scope' | 'ownerUserId' | 'institutionId' | 'accountId'>): VaultLevel {
-  if (c.scope === 'personal') return { scope: 'personal', userId: c.ownerUserId };
-  if (c.scope === 'instance') return { scope: 'instance', institutionId: c.institutionId ?? '' };
-  return { scope: 'account', accountId: c.accountId };
-}
-
-function sameLevel(a: VaultLevel, b: VaultLevel): boolean {
-  if (a.scope === 'personal' && b.scope === 'personal') return a.userId === b.userId;
-  if (a.scope === 'instance' && b.scope === 'instance') return a.institutionId === b.institutionId;
-  if (a.scope === 'account' && b.scope === 'account') return a.accountId === b.accountId;
-  return false;
+  status?: FileStatusFilter;
 }
 
 /** The root level of a scope for the caller, placed through the policy (institution given, else current). */
@@ -98,8 +71,9 @@ export class CollectionsService {
       let parentId: string | null = null;
 
       if (input.parent) {
-        // Locked so that a concurrent delete of the parent cannot leave this child orphaned.
-        const parent = await repo.findVisibleCollection(tx, auth, input.parent, { lock: true });
+        // Share-locked so that a concurrent delete of the parent waits for this child (and then moves it),
+        // or has already happened and the parent is not found.
+        const parent = await repo.findVisibleCollection(tx, auth, input.parent, { lock: 'share' });
         if (!parent) throw notFound('Parent collection');
         const wanted = input.account_shared === true ? 'account' : input.scope;
         if (wanted && wanted !== parent.scope) throw badField('parent', `The parent collection is in scope ${parent.scope}, not ${wanted}`);
@@ -130,7 +104,6 @@ export class CollectionsService {
         ownerUserId: auth.userId,
         institutionId,
         accountId,
-        accountShared: scope === 'account',
         now,
       });
     });
@@ -138,7 +111,7 @@ export class CollectionsService {
   }
 
   async get(auth: AuthContext, id: string) {
-    const row = await repo.findVisibleCollection(this.ctx.db, auth, id);
+    const row = await repo.getVisibleCollection(this.ctx.db, auth, id);
     if (!row) throw notFound('Collection');
     return presentCollection(row);
   }
@@ -173,10 +146,10 @@ export class CollectionsService {
       if (input.parent !== undefined && input.parent !== current.parentId) {
         await repo.lockTreeOfAccount(tx, current.accountId);
         if (input.parent !== null) {
-          const parent = await repo.findVisibleCollection(tx, auth, input.parent, { lock: true });
+          const parent = await repo.findVisibleCollection(tx, auth, input.parent, { lock: 'share' });
           if (!parent) throw notFound('Parent collection');
           if (parent.scope !== current.scope) throw badField('parent', `A collection cannot move from scope ${current.scope} to ${parent.scope}`);
-          if (!sameLevel(levelOf(current), levelOf(parent))) throw badField('parent', 'The new parent belongs to another institution, account or owner');
+          if (!samePlace(current, parent)) throw badField('parent', 'The new parent belongs to another institution, account or owner');
           if (await repo.isSelfOrDescendant(tx, parent.id, current.id)) throw badField('parent', 'A collection cannot move into itself or one of its sub-collections');
         }
       }
@@ -197,7 +170,7 @@ export class CollectionsService {
       if (!canModify(auth, found)) throw forbidden('Only the owner or a vault administrator may delete this collection');
       // Tree lock first, row lock second: the same order as a move, so the two cannot deadlock.
       await repo.lockTreeOfAccount(tx, found.accountId);
-      const current = await repo.findVisibleCollection(tx, auth, id, { lock: true });
+      const current = await repo.findVisibleCollection(tx, auth, id, { lock: 'update' });
       if (!current) throw notFound('Collection');
       const moved = await repo.deleteCollectionMovingContent(tx, id, current.parentId, now);
       return { _id: id, movedTo: current.parentId, ...moved };

@@ -1,15 +1,15 @@
-import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
-import { containsInsensitive } from '../../db/search.js';
-import { chunks, collections, institutions, systemState, uploads } from '../../db/schema.js';
+import { containsInsensitive, inList } from '../../db/search.js';
+import { chunks, institutions, systemState, uploads } from '../../db/schema.js';
 import type { AuthContext } from '../identity/auth-context.js';
+import type { FileStatusFilter } from './uploads.schemas.js';
 import { visibleCondition, type VaultScope } from './vault.policy.js';
 
 /** All SQL of uploads and their ingestion (chunk writes, embedder bookkeeping, re-embedding). */
 
 export type UploadRow = typeof uploads.$inferSelect;
 export type NewUpload = typeof uploads.$inferInsert;
-export type CollectionRef = Pick<typeof collections.$inferSelect, 'id' | 'scope' | 'institutionId' | 'accountId' | 'ownerUserId'>;
 
 const visibleUpload = (auth: AuthContext) => visibleCondition(auth, 'uploads', { hasPrivateFlag: true });
 
@@ -24,13 +24,14 @@ export async function findVisibleUpload(db: DbOrTx, auth: AuthContext, id: strin
   return row;
 }
 
-export async function findVisibleCollection(db: DbOrTx, auth: AuthContext, id: string): Promise<CollectionRef | undefined> {
-  const [row] = await db
-    .select({ id: collections.id, scope: collections.scope, institutionId: collections.institutionId, accountId: collections.accountId, ownerUserId: collections.ownerUserId })
-    .from(collections)
-    .where(and(eq(collections.id, id), visibleCondition(auth, 'collections', { hasPrivateFlag: false })))
-    .limit(1);
-  return row;
+/**
+ * THE file-status filter (file list and select-all-ids), on the given status column: one status;
+ * `excluded` = every status but selected and deleted; none = every status but deleted.
+ */
+export function fileStatusCondition(status: SQLWrapper, filter?: FileStatusFilter): SQL {
+  if (filter === undefined) return sql`${status} <> 'deleted'`;
+  if (filter === 'excluded') return sql`not ${inList(status, ['selected', 'deleted'])}`;
+  return sql`${status} = ${filter}`;
 }
 
 export interface UploadListFilters {
@@ -41,14 +42,9 @@ export interface UploadListFilters {
   accountId?: string;
   /** a collection id, or null for the vault root */
   collectionId?: string | null;
-  /** status in this list, or not in `statusNotIn` */
-  statusIn?: string[];
-  statusNotIn?: string[];
+  status?: FileStatusFilter;
   fileNameSearch?: string;
 }
-
-const list = (values: string[]): SQL => sql.join(values.map((v) => sql`${v}`), sql`, `);
-
 
 export async function listVisibleUploads(
   db: DbOrTx,
@@ -69,8 +65,7 @@ export async function listVisibleUploads(
   }
   if (f.collectionId === null) conds.push(sql`${uploads.collectionId} is null`);
   else if (f.collectionId !== undefined) conds.push(sql`${uploads.collectionId} = ${f.collectionId}`);
-  if (f.statusIn?.length) conds.push(sql`${uploads.status} in (${list(f.statusIn)})`);
-  if (f.statusNotIn?.length) conds.push(sql`${uploads.status} not in (${list(f.statusNotIn)})`);
+  conds.push(fileStatusCondition(uploads.status, f.status));
   if (f.fileNameSearch) conds.push(containsInsensitive(uploads.originalname, f.fileNameSearch));
   const where = and(...conds);
   const [count] = await db.select({ n: sql<number>`count(*)::int` }).from(uploads).where(where);
@@ -86,7 +81,7 @@ export async function listVisibleUploads(
 
 // ───────────── writes of the upload routes ─────────────
 
-export interface LockedInstitution {
+export interface InstitutionLimits {
   id: string;
   accountId: string;
   maxFiles: number;
@@ -94,15 +89,16 @@ export interface LockedInstitution {
 }
 
 /**
- * Locks the institution row for the rest of the transaction: concurrent uploads into one institution
- * queue here, so the maxFiles count and the insert that follows cannot interleave.
+ * The institution's upload limits. With `lock`, the row is locked for the rest of the transaction:
+ * concurrent uploads into one institution queue there, so the maxFiles count and the insert that
+ * follows cannot interleave. Without, a cheap pre-check (the answer may change before the insert).
  */
-export async function lockInstitution(tx: DbOrTx, id: string): Promise<LockedInstitution | undefined> {
-  const [row] = await tx
+export async function findInstitutionLimits(db: DbOrTx, id: string, options: { lock?: boolean } = {}): Promise<InstitutionLimits | undefined> {
+  const query = db
     .select({ id: institutions.id, accountId: institutions.accountId, maxFiles: institutions.maxFiles, disableFileUploadForUser: institutions.disableFileUploadForUser })
     .from(institutions)
-    .where(eq(institutions.id, id))
-    .for('update');
+    .where(eq(institutions.id, id));
+  const [row] = options.lock ? await query.for('update') : await query;
   return row;
 }
 
@@ -263,6 +259,14 @@ export async function embeddingColumnDimensions(db: DbOrTx): Promise<number> {
     sql`select atttypmod as dims from pg_attribute where attrelid = 'chunks'::regclass and attname = 'embedding' and not attisdropped`,
   );
   return Number(row?.dims ?? -1);
+}
+
+/**
+ * Serialises changes of the embedder bookkeeping and of the vector column across nodes (a transaction
+ * advisory lock, held until the transaction ends): two nodes booting together never resize at once.
+ */
+export async function lockEmbedderChanges(tx: DbOrTx): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext('vault-embedder'))`);
 }
 
 export async function dropEmbeddingIndex(tx: DbOrTx): Promise<void> {

@@ -2,13 +2,11 @@ import multipart from '@fastify/multipart';
 import { Type, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
 import { authOf, requireAuth, SECURED } from '../../http/auth.js';
+import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
-import { Worker } from '../../platform/jobs.js';
 import { createBlobStorage } from '../../providers/storage/index.js';
 import { envelope, errorResponses } from '../../shared/schemas.js';
 import { SUPPORTED_FORMATS } from './ingest/extract.js';
-import { INGEST_QUEUE, ingestGiveUp, ingestJobHandler, type IngestDeps } from './ingest/pipeline.js';
-import { checkEmbedder } from './ingest/reembed.js';
 import { presentUpload, UploadSchema } from './uploads.presenters.js';
 import { ListUploadsQuery, PatchUploadBody, UploadEnvelope, UploadForm, UploadIdParams, UploadListEnvelope } from './uploads.schemas.js';
 import { UploadsService, type UploadPart } from './uploads.service.js';
@@ -20,17 +18,18 @@ export function contentDisposition(name: string): string {
   return `attachment; filename="${fallback}"; filename*=UTF-8''${encoded}`;
 }
 
-/** Uploads: multipart upload, list, get, download, update, delete; starts the ingestion workers. */
+/** Uploads: multipart upload, list, get, download, update, delete (ingestion: ingest/workers.ts). */
 export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
   const { config } = ctx;
   const storage = createBlobStorage(config);
   const service = new UploadsService(ctx, storage);
   const authenticated = requireAuth(ctx);
-  const limits = { fileSize: config.uploadMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 };
+  const formLimits = { fileSize: config.uploadMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 };
+  const uploadRate = limits(app, { max: config.uploadRateLimitPerMinute, timeWindowMs: 60_000, key: (request) => `vault-upload:${authOf(request).userId}` });
 
   // Multipart parsing only for the upload route: registered in its own encapsulated scope.
   await app.register(async (scoped) => {
-    await scoped.register(multipart, { limits, throwFileSizeLimit: false });
+    await scoped.register(multipart, { limits: formLimits, throwFileSizeLimit: false });
     const r = scoped.withTypeProvider<TypeBoxTypeProvider>();
     r.post(
       '/api/user/files',
@@ -39,17 +38,21 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
           tags: ['vault'],
           summary: 'Upload a file into the vault',
           description:
-            `multipart/form-data with one part \`file\` and optional fields (see the body). Supported: ${SUPPORTED_FORMATS.join(', ')}; ` +
+            `multipart/form-data with one part \`file\` and optional fields (see the body). **Send the fields before the file part**: ` +
+            'they decide whether and where the file may be stored, and a refusal (403, 400) then comes before any byte is stored; ' +
+            'fields after the file are still read, but when the ones before it were refused the upload is refused (400 if the later ones would have allowed it). ' +
+            `Supported: ${SUPPORTED_FORMATS.join(', ')}; ` +
             `anything else is a 400 and nothing is stored. At most ${config.uploadMaxBytes} bytes (UPLOAD_MAX_BYTES): over it, 413. ` +
             'The file is stored, then ingested in the background (extract → chunk → embed → index): the record starts in status ' +
             '`processing` (see `stage`, `progress`) and becomes `active` with `chunkCount`, or `error` with `error_message`. ' +
             'Scope defaults to the collection\'s scope, else `instance` when an institution is given or current, else `personal`. ' +
             'Instance and account files count against the institution\'s maxFiles (403 once reached, checked under a lock so ' +
-            'concurrent uploads cannot exceed it); with disableFileUploadForUser only its administrators (vault.admin) may upload (403).',
+            'concurrent uploads cannot exceed it); with disableFileUploadForUser only its administrators (vault.admin) may upload (403). ' +
+            `At most ${config.uploadRateLimitPerMinute} uploads per user per minute (UPLOAD_RATE_LIMIT_PER_MINUTE): 429 with Retry-After.`,
           security: SECURED,
           consumes: ['multipart/form-data'],
           body: UploadForm,
-          response: { 201: UploadEnvelope, ...errorResponses(400, 401, 403, 404, 413) },
+          response: { 201: UploadEnvelope, ...errorResponses(400, 401, 403, 404, 413, 429) },
         },
         // The body is a stream read by the handler; the schema above documents the form only.
         preValidation: [
@@ -58,9 +61,10 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
             if (request.isMultipart()) request.body = {};
           },
         ],
+        preHandler: uploadRate,
       },
       async (request, reply) => {
-        const parts = request.parts({ limits }) as AsyncIterable<UploadPart>;
+        const parts = request.parts({ limits: formLimits }) as AsyncIterable<UploadPart>;
         const row = await service.create(authOf(request), parts);
         return reply.status(201).send({ success: true, data: presentUpload(row) });
       },
@@ -167,38 +171,4 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
     },
     async (request) => ({ success: true, message: 'File deleted', data: presentUpload(await service.remove(authOf(request), request.params.id)) }),
   );
-
-  // ───────────── background ingestion ─────────────
-
-  const deps: IngestDeps = {
-    db: ctx.db,
-    storage,
-    embedder: () => ctx.providers.embedder,
-    config,
-    clock: ctx.clock,
-    log: ctx.log,
-    singleConnection: ctx.database.kind === 'pglite',
-  };
-  const workers: Worker[] = [];
-
-  app.addHook('onReady', async () => {
-    try {
-      // Never mix vectors of two models: a changed embedder makes ingestion refuse until re-embedding.
-      const check = await checkEmbedder(ctx);
-      if (check.status === 'recorded' || check.status === 'adopted') ctx.log.info({ embedder: check.embedder }, `embedder ${check.status}`);
-    } catch (err) {
-      ctx.log.error({ err }, 'embedder check failed');
-    }
-    for (let i = 0; i < config.ingestWorkers; i++) {
-      const worker = new Worker({ db: ctx.db, queue: INGEST_QUEUE, handler: ingestJobHandler(deps), onGiveUp: ingestGiveUp(deps), log: ctx.log, clock: ctx.clock });
-      worker.start();
-      workers.push(worker);
-    }
-  });
-
-  // preClose, not onClose: onClose hooks run in reverse order of registration, so app.ts's hook that
-  // closes the database (added after the routes) would run first; the workers must stop before it.
-  app.addHook('preClose', async () => {
-    await Promise.all(workers.splice(0).map((w) => w.stop()));
-  });
 }

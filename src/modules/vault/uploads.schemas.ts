@@ -1,29 +1,33 @@
 import { Type } from '@fastify/type-provider-typebox';
-import { ListEnvelope, PageFields } from '../../shared/schemas.js';
+import { Id, ListEnvelope, PageFields } from '../../shared/schemas.js';
 import { SUPPORTED_FORMATS } from './ingest/extract.js';
 import { UploadSchema } from './uploads.presenters.js';
 
-const Uuid = (description: string) => Type.String({ format: 'uuid', description });
-
-export const UploadIdParams = Type.Object({ id: Uuid('Upload id') });
+export const UploadIdParams = Type.Object({ id: Id('Upload id') });
 
 export const UploadEnvelope = Type.Object({ success: Type.Boolean(), data: UploadSchema });
 export const UploadListEnvelope = ListEnvelope(UploadSchema);
 
+/**
+ * THE file-status filter of the vault (file list and select-all-ids): the spec's values plus
+ * `processing`. Its SQL is uploads.repository's fileStatusCondition.
+ */
 export const FILE_STATUS_FILTERS = ['active', 'inactive', 'selected', 'error', 'deleted', 'excluded', 'processing'] as const;
 export type FileStatusFilter = (typeof FILE_STATUS_FILTERS)[number];
 
+export const FileStatusFilterSchema = Type.Enum([...FILE_STATUS_FILTERS], {
+  description:
+    'File status filter: one status (`processing`: ingestion still running), or `excluded` = every status except selected and deleted. ' +
+    'Absent: every status except deleted',
+});
+
 export const ListUploadsQuery = Type.Object({
   scope: Type.Optional(Type.Enum(['personal', 'instance', 'account'], { description: 'Only files of this scope' })),
-  institution: Type.Optional(Uuid('Institution whose files are listed (you must be a member); defaults to your current institution')),
+  institution: Type.Optional(Id('Institution whose files are listed (you must be a member); defaults to your current institution')),
   collection: Type.Optional(
-    Type.Union([Type.Literal('root'), Uuid('Collection id')], { description: 'A collection id: files directly in it; `root`: files at the vault root (in no collection)' }),
+    Type.Union([Type.Literal('root'), Id('Collection id')], { description: 'A collection id: files directly in it; `root`: files at the vault root (in no collection)' }),
   ),
-  status: Type.Optional(
-    Type.Enum([...FILE_STATUS_FILTERS], {
-      description: 'Status filter; `excluded` = every status except selected and deleted; absent = every status except deleted',
-    }),
-  ),
+  status: Type.Optional(FileStatusFilterSchema),
   fileNameSearch: Type.Optional(Type.String({ maxLength: 255, description: 'Case-insensitive substring of originalname (% and _ are literal)' })),
   ...PageFields,
 });

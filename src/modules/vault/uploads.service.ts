@@ -3,16 +3,18 @@ import { Readable } from 'node:stream';
 import type { AppContext } from '../../context.js';
 import { enqueue, notifyQueue } from '../../platform/jobs.js';
 import { BlobNotFoundError, uploadKey, type BlobStorage } from '../../providers/storage/index.js';
+import type { DbOrTx } from '../../db/client.js';
 import { badField, conflict, forbidden, notFound, payloadTooLarge, validationFailed } from '../../shared/errors.js';
-import { newId } from '../../shared/ids.js';
+import { isUuid, newId } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { canInInstitution } from '../tenancy/permissions.js';
+import { findVisibleCollection, type CollectionRef } from './collections.repository.js';
 import { detectFormat, SUPPORTED_FORMATS, type Format } from './ingest/extract.js';
 import { INGEST_MAX_ATTEMPTS, INGEST_QUEUE } from './ingest/pipeline.js';
 import * as repo from './uploads.repository.js';
-import type { CollectionRef, UploadListFilters, UploadRow } from './uploads.repository.js';
+import type { UploadListFilters, UploadRow } from './uploads.repository.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
-import { canModify, canSee, placementFor, VAULT_SCOPES, type VaultScope } from './vault.policy.js';
+import { canModify, placementFor, samePlace, VAULT_SCOPES, type VaultScope } from './vault.policy.js';
 
 /** What the service needs of a multipart part (the shape @fastify/multipart yields). */
 export type UploadPart =
@@ -121,12 +123,28 @@ function formLimitError(err: unknown): unknown {
   }
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+interface ParsedForm {
+  scope?: VaultScope;
+  institution?: string;
+  collection?: string;
+  file_title?: string;
+  is_private?: boolean;
+  confidential?: boolean;
+}
+
+/** Where a new file goes, once the caller is allowed to put it there. */
+interface Destination {
+  scope: VaultScope;
+  institutionId: string | null;
+  accountId: string;
+  collection?: CollectionRef;
+}
 
 /**
- * Vault files: upload (streamed to blob storage while hashed, then one transaction that checks the
- * institution's limits under a row lock, inserts the record and enqueues its ingestion), listing,
- * reading, download, update and delete — every access decided by vault.policy.
+ * Vault files: upload (authorised from the fields before the file's bytes are stored, streamed to
+ * blob storage while hashed, then one transaction that checks again under row locks, inserts the
+ * record and enqueues its ingestion), listing, reading, download, update and delete — every access
+ * decided by vault.policy.
  */
 export class UploadsService {
   constructor(
@@ -141,6 +159,8 @@ export class UploadsService {
     const key = uploadKey(id);
     const fields: Partial<Record<FormField, string>> = {};
     let file: { originalname: string; format: Format; size: number; sha256: string } | undefined;
+    /** The pre-check refused the fields that came before the file: its error, and those fields. */
+    let refused: { error: unknown; fields: string } | undefined;
     let stored = false;
     try {
       for await (const part of readParts(parts)) {
@@ -165,6 +185,17 @@ export class UploadsService {
           part.file.resume();
           throw badField('file', `Unsupported file type "${originalname}" (${part.mimetype || 'no media type'}). Supported types: ${SUPPORTED_FORMATS.join(', ')}`);
         }
+        // Nothing is stored for a caller who may not upload here: the fields so far decide (no locks:
+        // the transaction below checks again). The bytes of a refused file are read and dropped.
+        const precheck = await this.destination(this.ctx.db, auth, this.parseForm(fields), { lock: false }).then(
+          () => undefined,
+          (err: unknown) => err ?? new Error('upload refused'),
+        );
+        if (precheck !== undefined) {
+          part.file.resume();
+          refused = { error: precheck, fields: JSON.stringify(fields) };
+          continue;
+        }
         const hash = createHash('sha256');
         stored = true;
         const { size } = await this.storage.put(key, Readable.from(hashed(part.file, hash)));
@@ -174,43 +205,31 @@ export class UploadsService {
         if (size === 0) throw badField('file', 'The file is empty');
         file = { originalname, format, size, sha256: hash.digest('hex') };
       }
+      if (refused) {
+        if (JSON.stringify(fields) === refused.fields) throw refused.error;
+        // Fields came after the file and may change the answer: decide with all of them. Allowed
+        // now, but the bytes were not kept: the client must send its fields first.
+        await this.destination(this.ctx.db, auth, this.parseForm(fields), { lock: false });
+        throw badField('file', 'Send the form fields before the file part: they decide whether and where the file may be stored');
+      }
       if (!file) throw badField('file', 'A file is required: send it as the multipart part "file"');
       const theFile = file;
-
       const input = this.parseForm(fields);
-      const collection = input.collection ? await repo.findVisibleCollection(this.ctx.db, auth, input.collection) : undefined;
-      if (input.collection && !collection) throw badField('collection', 'Collection not found');
-      const scope: VaultScope = input.scope ?? (collection?.scope as VaultScope | undefined) ?? (input.institution || auth.institutionId ? 'instance' : 'personal');
-      if (collection && collection.scope !== scope) throw badField('collection', `The collection is in scope ${collection.scope}, not ${scope}`);
-      const placement = placementFor(auth, scope, scope === 'personal' ? null : (input.institution ?? this.defaultInstitution(auth, scope, collection)));
-      if (collection && !this.collectionFits(collection, { scope, ownerUserId: auth.userId, ...placement })) {
-        throw badField('collection', 'The collection belongs to another institution or account than the file');
-      }
 
       const now = this.ctx.clock.now();
       const row = await this.ctx.db.transaction(async (tx) => {
-        if (placement.institutionId) {
-          const institution = await repo.lockInstitution(tx, placement.institutionId);
-          if (!institution) throw notFound('Institution');
-          if (institution.disableFileUploadForUser && !canInInstitution(auth, 'vault.admin', institution)) {
-            throw forbidden('File uploads are disabled for users of this institution: only its administrators may upload');
-          }
-          const count = await repo.countInstitutionUploads(tx, institution.id);
-          if (count >= institution.maxFiles) {
-            throw forbidden(`This institution has reached its limit of ${institution.maxFiles} files (maxFiles): delete files or ask an administrator to raise the limit`);
-          }
-        }
+        const to = await this.destination(tx, auth, input, { lock: true });
         const created = await repo.insertUpload(tx, {
           id,
           originalname: theFile.originalname,
           filesize: theFile.size,
           mimetype: MIMETYPES[theFile.format],
           fileTitle: input.file_title ?? theFile.originalname,
-          scope,
+          scope: to.scope,
           ownerUserId: auth.userId,
-          institutionId: placement.institutionId,
-          accountId: placement.accountId,
-          collectionId: collection?.id ?? null,
+          institutionId: to.institutionId,
+          accountId: to.accountId,
+          collectionId: to.collection?.id ?? null,
           isPrivate: input.is_private ?? false,
           confidential: input.confidential ?? false,
           status: 'processing',
@@ -232,15 +251,45 @@ export class UploadsService {
     }
   }
 
-  private parseForm(f: Partial<Record<FormField, string>>) {
+  /**
+   * Where a new file goes and whether the caller may put it there: the collection (visible, same
+   * place), the scope and institution (membership), the institution's disableFileUploadForUser and
+   * maxFiles. Run twice: without locks before any byte is stored (an early refusal), then in the write
+   * transaction with locks — the collection shared (a concurrent delete of it waits, or has happened
+   * and it is not found) and the institution row exclusive (concurrent uploads count one at a time).
+   */
+  private async destination(db: DbOrTx, auth: AuthContext, input: ParsedForm, options: { lock: boolean }): Promise<Destination> {
+    const collection = input.collection ? await findVisibleCollection(db, auth, input.collection, options.lock ? { lock: 'share' } : {}) : undefined;
+    if (input.collection && !collection) throw badField('collection', 'Collection not found');
+    const scope: VaultScope = input.scope ?? collection?.scope ?? (input.institution || auth.institutionId ? 'instance' : 'personal');
+    if (collection && collection.scope !== scope) throw badField('collection', `The collection is in scope ${collection.scope}, not ${scope}`);
+    const placement = placementFor(auth, scope, scope === 'personal' ? null : (input.institution ?? this.defaultInstitution(auth, scope, collection)));
+    if (collection && !samePlace(collection, { scope, ownerUserId: auth.userId, ...placement })) {
+      throw badField('collection', 'The collection belongs to another institution or account than the file');
+    }
+    if (placement.institutionId) {
+      const institution = await repo.findInstitutionLimits(db, placement.institutionId, { lock: options.lock });
+      if (!institution) throw notFound('Institution');
+      if (institution.disableFileUploadForUser && !canInInstitution(auth, 'vault.admin', institution)) {
+        throw forbidden('File uploads are disabled for users of this institution: only its administrators may upload');
+      }
+      const count = await repo.countInstitutionUploads(db, institution.id);
+      if (count >= institution.maxFiles) {
+        throw forbidden(`This institution has reached its limit of ${institution.maxFiles} files (maxFiles): delete files or ask an administrator to raise the limit`);
+      }
+    }
+    return { scope, ...placement, collection };
+  }
+
+  private parseForm(f: Partial<Record<FormField, string>>): ParsedForm {
     const blank = (v: string | undefined) => (v === undefined || v.trim() === '' ? undefined : v.trim());
     const scope = blank(f.scope);
     if (scope !== undefined && !(VAULT_SCOPES as readonly string[]).includes(scope)) throw badField('scope', `scope must be one of ${VAULT_SCOPES.join(', ')}`);
     const institution = blank(f.institution);
-    if (institution !== undefined && !UUID_RE.test(institution)) throw badField('institution', 'institution must be an institution id');
+    if (institution !== undefined && !isUuid(institution)) throw badField('institution', 'institution must be an institution id');
     let collection = blank(f.collection);
     if (collection === 'root' || collection === 'null') collection = undefined;
-    if (collection !== undefined && !UUID_RE.test(collection)) throw badField('collection', 'collection must be a collection id, or "root"');
+    if (collection !== undefined && !isUuid(collection)) throw badField('collection', 'collection must be a collection id, or "root"');
     const title = f.file_title?.trim();
     if (title !== undefined && title.length > 500) throw badField('file_title', 'file_title must have at most 500 characters');
     return {
@@ -265,13 +314,6 @@ export class UploadsService {
     return auth.institutionId;
   }
 
-  private collectionFits(c: CollectionRef, f: { scope: string; ownerUserId: string; institutionId: string | null; accountId: string }): boolean {
-    if (c.scope !== f.scope) return false;
-    if (c.scope === 'personal') return c.ownerUserId === f.ownerUserId;
-    if (c.scope === 'instance') return c.institutionId === f.institutionId;
-    return c.accountId === f.accountId;
-  }
-
   // ───────────── read ─────────────
 
   /**
@@ -294,18 +336,16 @@ export class UploadsService {
     if (!q.scope && !filters.institutionId) filters.scope = 'personal';
     if (q.collection === 'root') filters.collectionId = null;
     else if (q.collection) filters.collectionId = q.collection;
-    if (q.status === 'excluded') filters.statusNotIn = ['selected', 'deleted'];
-    else if (q.status) filters.statusIn = [q.status];
-    else filters.statusNotIn = ['deleted'];
+    filters.status = q.status;
     if (q.fileNameSearch) filters.fileNameSearch = q.fileNameSearch;
     const { rows, total } = await repo.listVisibleUploads(this.ctx.db, auth, filters, page, pageSize);
     return { rows, total, page, pageSize };
   }
 
-  /** Visible or 404 (never a hint that a file of another tenant exists). */
+  /** Visible (the policy's SQL condition) or 404: never a hint that a file of another tenant exists. */
   async get(auth: AuthContext, id: string): Promise<UploadRow> {
     const row = await repo.findVisibleUpload(this.ctx.db, auth, id);
-    if (!row || !canSee(auth, row)) throw notFound('File');
+    if (!row) throw notFound('File');
     return row;
   }
 
@@ -345,9 +385,11 @@ export class UploadsService {
       let collectionId: string | null | undefined;
       if (input.collection === null) collectionId = null;
       else if (input.collection !== undefined) {
-        const collection = await repo.findVisibleCollection(tx, auth, input.collection);
+        // share-locked: a concurrent delete of the collection waits for this move (then moves the file
+        // on), or has happened and the collection is not found
+        const collection = await findVisibleCollection(tx, auth, input.collection, { lock: 'share' });
         if (!collection) throw badField('collection', 'Collection not found');
-        if (!this.collectionFits(collection, current)) {
+        if (!samePlace(collection, current)) {
           throw badField('collection', 'The collection must be in the same scope and institution (or account) as the file');
         }
         collectionId = collection.id;

@@ -1,4 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
+import { inList } from '../../db/search.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { canInInstitution, canInAccount } from '../tenancy/permissions.js';
 import { forbidden } from '../../shared/errors.js';
@@ -12,7 +13,8 @@ import { forbidden } from '../../shared/errors.js';
  * - is_private: only its owner, whatever the scope.
  * Administrative roles do not widen what a user can read: file contents stay with their audience.
  * Changing or deleting a record is for its owner, or for an admin with `vault.admin` over its
- * institution (instance scope) or account (account scope).
+ * institution (instance scope) or over its whole account (account scope: the account admin; an
+ * institution admin administers one institution, not the records the whole account shares).
  */
 export type VaultScope = 'personal' | 'instance' | 'account';
 export const VAULT_SCOPES: readonly VaultScope[] = ['personal', 'instance', 'account'];
@@ -32,9 +34,6 @@ export function memberInstitutionIds(auth: AuthContext): string[] {
 export function memberAccountIds(auth: AuthContext): string[] {
   return [...new Set([...auth.memberships.values()].map((m) => m.accountId))];
 }
-
-const inList = (column: SQL, values: string[]): SQL =>
-  values.length === 0 ? sql`false` : sql`${column} in (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`;
 
 /**
  * SQL condition: the record (table alias given) is visible to the caller. Use it in EVERY vault query
@@ -69,11 +68,29 @@ export function canModify(auth: AuthContext, r: ScopedRecord): boolean {
   if (!canSee(auth, r)) return false;
   if (r.ownerUserId === auth.userId) return true;
   if (r.scope === 'instance' && r.institutionId) return canInInstitution(auth, 'vault.admin', { id: r.institutionId, accountId: r.accountId });
-  if (r.scope === 'account') {
-    if (canInAccount(auth, 'vault.admin', r.accountId)) return true;
-    return [...auth.memberships.entries()].some(([id, m]) => m.accountId === r.accountId && m.role === 'admin' && canInInstitution(auth, 'vault.admin', { id, accountId: m.accountId }));
-  }
+  if (r.scope === 'account') return canInAccount(auth, 'vault.admin', r.accountId);
   return false;
+}
+
+/** Where a record sits in the vault: its scope and, by scope, its owner, institution or account. */
+export type Place = Pick<ScopedRecord, 'scope' | 'ownerUserId' | 'institutionId' | 'accountId'>;
+
+/**
+ * The "same place" rule: a file in a collection, and a collection under its parent, share one audience
+ * — the same scope and the same owner (personal), institution (instance) or account (account).
+ */
+export function samePlace(a: Place, b: Place): boolean {
+  if (a.scope !== b.scope) return false;
+  switch (a.scope) {
+    case 'personal':
+      return a.ownerUserId === b.ownerUserId;
+    case 'instance':
+      return a.institutionId !== null && a.institutionId === b.institutionId;
+    case 'account':
+      return a.accountId === b.accountId;
+    default:
+      return false;
+  }
 }
 
 /**

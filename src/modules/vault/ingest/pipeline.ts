@@ -1,5 +1,5 @@
 import type { AppConfig } from '../../../config.js';
-import type { Db } from '../../../db/client.js';
+import type { Db, DbOrTx } from '../../../db/client.js';
 import { JobAbortedError, type Job, type JobContext, type WorkerLogger } from '../../../platform/jobs.js';
 import type { Embedder } from '../../../providers/embeddings/types.js';
 import { BlobNotFoundError, type BlobStorage } from '../../../providers/storage/index.js';
@@ -101,9 +101,13 @@ export function vectorLiteral(v: number[], dimensions: number): string {
   return `[${v.join(',')}]`;
 }
 
-/** Whether the stored vectors were made by this embedder (recording it when nothing is recorded yet). */
-export async function embedderMatches(db: Db, embedder: Embedder, now: Date): Promise<boolean> {
-  const state = (await readEmbedderState(db)) ?? (await recordEmbedderIfAbsent(db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, now));
+/**
+ * Whether the stored vectors were made by this embedder (recording it when nothing is recorded yet).
+ * `forUpdate` (inside a transaction) locks the state row until the transaction ends.
+ */
+export async function embedderMatches(db: DbOrTx, embedder: Embedder, now: Date, options: { forUpdate?: boolean } = {}): Promise<boolean> {
+  const state =
+    (await readEmbedderState(db, options)) ?? (await recordEmbedderIfAbsent(db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, now));
   return state.id === embedder.id && state.dimensions === embedder.dimensions;
 }
 

@@ -8,6 +8,7 @@ import {
   createEmbeddingIndex,
   dropEmbeddingIndex,
   embeddingColumnDimensions,
+  lockEmbedderChanges,
   readEmbedderState,
   resizeEmbeddingColumn,
   setEmbeddingModelOfIndexedUploads,
@@ -59,6 +60,7 @@ export async function reembedAll(ctx: ReembedContext, options: { onProgress?: (d
 
   await writeEmbedderState(db, { id: embedder.id, dimensions: embedder.dimensions, complete: false }, clock.now());
   await db.transaction(async (tx) => {
+    await lockEmbedderChanges(tx);
     await dropEmbeddingIndex(tx);
     if (resized) await resizeEmbeddingColumn(tx, embedder.dimensions);
   });
@@ -99,6 +101,10 @@ export type EmbedderCheck =
  * Nothing stored yet → the configured one is recorded (and the column sized for it when no chunk
  * exists). A different one with chunks stored → an error is logged and ingestion refuses to run
  * (uploads end in 'error' with the re-embed hint) until `npm run cli -- reembed` is run.
+ *
+ * Every node runs this at boot. Whatever writes (the state, the column) happens in one transaction
+ * under an advisory lock, deciding again under it: two nodes starting together never resize the
+ * column at once, and the second one finds the first one's result.
  */
 export async function checkEmbedder(ctx: ReembedContext & { providers: { readonly embedder: Embedder } }): Promise<EmbedderCheck> {
   const clock = ctx.clock ?? systemClock;
@@ -110,30 +116,36 @@ export async function checkEmbedder(ctx: ReembedContext & { providers: { readonl
     ctx.log?.error({ err }, message);
     return { status: 'unavailable', message };
   }
-  const stored = await readEmbedderState(ctx.db);
-  const same = stored && stored.id === embedder.id && stored.dimensions === embedder.dimensions;
-  if (same && stored.complete) return { status: 'ok', embedder: embedder.id };
-  const chunks = await countChunks(ctx.db);
-  if (chunks === 0) {
-    // no vector to keep apart: adopt the configured embedder (resizing the empty column if needed)
-    if (!stored && (await embeddingColumnDimensions(ctx.db)) === embedder.dimensions) {
-      await writeEmbedderState(ctx.db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
+  const matches = (s: EmbedderState | undefined): boolean => s !== undefined && s.id === embedder.id && s.dimensions === embedder.dimensions;
+  const seen = await readEmbedderState(ctx.db);
+  if (matches(seen) && seen?.complete) return { status: 'ok', embedder: embedder.id };
+
+  const check = await ctx.db.transaction(async (tx): Promise<EmbedderCheck> => {
+    await lockEmbedderChanges(tx);
+    const stored = await readEmbedderState(tx);
+    if (matches(stored) && stored?.complete) return { status: 'ok', embedder: embedder.id };
+    const chunks = await countChunks(tx);
+    if (chunks === 0) {
+      // no vector to keep apart: adopt the configured embedder, sizing the empty column for it
+      if ((await embeddingColumnDimensions(tx)) !== embedder.dimensions) {
+        await dropEmbeddingIndex(tx);
+        await resizeEmbeddingColumn(tx, embedder.dimensions);
+      }
+      await createEmbeddingIndex(tx);
+      await writeEmbedderState(tx, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
+      return { status: stored ? 'adopted' : 'recorded', embedder: embedder.id };
+    }
+    if (!stored) {
+      // vectors from before the bookkeeping existed: assume the configured model wrote them
+      await writeEmbedderState(tx, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
       return { status: 'recorded', embedder: embedder.id };
     }
-    await reembedAll({ ...ctx, providers: { embedder } });
-    return { status: stored ? 'adopted' : 'recorded', embedder: embedder.id };
-  }
-  if (!stored) {
-    // vectors from before the bookkeeping existed: assume the configured model wrote them
-    await writeEmbedderState(ctx.db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
-    return { status: 'recorded', embedder: embedder.id };
-  }
-  if (same) {
-    const message = `a re-embedding with ${embedder.id} did not finish: run \`npm run cli -- reembed\` again`;
-    ctx.log?.error({ stored, chunks }, message);
-    return { status: 'incomplete', embedder: embedder.id, stored, message };
-  }
-  const message = `The stored vectors were made by ${stored.id} (${stored.dimensions} dims) but the configured embedder is ${embedder.id} (${embedder.dimensions} dims); ${EMBEDDER_CHANGED_MESSAGE}`;
-  ctx.log?.error({ stored, configured: embedder.id, chunks }, message);
-  return { status: 'mismatch', embedder: embedder.id, stored, message };
+    if (matches(stored)) {
+      return { status: 'incomplete', embedder: embedder.id, stored, message: `a re-embedding with ${embedder.id} did not finish: run \`npm run cli -- reembed\` again` };
+    }
+    const message = `The stored vectors were made by ${stored.id} (${stored.dimensions} dims) but the configured embedder is ${embedder.id} (${embedder.dimensions} dims); ${EMBEDDER_CHANGED_MESSAGE}`;
+    return { status: 'mismatch', embedder: embedder.id, stored, message };
+  });
+  if (check.status === 'incomplete' || check.status === 'mismatch') ctx.log?.error({ stored: check.stored, configured: embedder.id }, check.message);
+  return check;
 }

@@ -1,0 +1,46 @@
+import type { AppContext } from '../../../context.js';
+import type { App } from '../../../http/types.js';
+import { Worker } from '../../../platform/jobs.js';
+import { createBlobStorage } from '../../../providers/storage/index.js';
+import { INGEST_QUEUE, ingestGiveUp, ingestJobHandler, type IngestDeps } from './pipeline.js';
+import { checkEmbedder } from './reembed.js';
+
+/**
+ * Background ingestion of this node: once the app is ready, the embedder check (never mix vectors of
+ * two models; see checkEmbedder, which serialises its one schema change across nodes) and then
+ * INGEST_WORKERS workers on the ingestion queue; they stop before the app closes its database.
+ */
+export function registerIngestion(app: App, ctx: AppContext): void {
+  const { config } = ctx;
+  const deps: IngestDeps = {
+    db: ctx.db,
+    storage: createBlobStorage(config),
+    embedder: () => ctx.providers.embedder,
+    config,
+    clock: ctx.clock,
+    log: ctx.log,
+    singleConnection: ctx.database.kind === 'pglite',
+  };
+  const workers: Worker[] = [];
+
+  app.addHook('onReady', async () => {
+    try {
+      // Never mix vectors of two models: a changed embedder makes ingestion refuse until re-embedding.
+      const check = await checkEmbedder(ctx);
+      if (check.status === 'recorded' || check.status === 'adopted') ctx.log.info({ embedder: check.embedder }, `embedder ${check.status}`);
+    } catch (err) {
+      ctx.log.error({ err }, 'embedder check failed');
+    }
+    for (let i = 0; i < config.ingestWorkers; i++) {
+      const worker = new Worker({ db: ctx.db, queue: INGEST_QUEUE, handler: ingestJobHandler(deps), onGiveUp: ingestGiveUp(deps), log: ctx.log, clock: ctx.clock });
+      worker.start();
+      workers.push(worker);
+    }
+  });
+
+  // preClose, not onClose: onClose hooks run in reverse order of registration, so app.ts's hook that
+  // closes the database (added after the routes) would run first; the workers must stop before it.
+  app.addHook('preClose', async () => {
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+  });
+}
