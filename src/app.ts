@@ -1,4 +1,4 @@
-import Fastify from 'fastify';
+import Fastify, { type FastifyReply } from 'fastify';
 import secureJson from 'secure-json-parse';
 import cookie from '@fastify/cookie';
 import rateLimit from '@fastify/rate-limit';
@@ -24,7 +24,7 @@ import { createChatModel } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
 import { ensureBootstrapAdmin } from './modules/tenancy/bootstrap.js';
 import { systemClock, type Clock } from './shared/clock.js';
-import { AppError } from './shared/errors.js';
+import { AppError, errorBody } from './shared/errors.js';
 import { newId } from './shared/ids.js';
 import { ErrorBodySchema } from './shared/schemas.js';
 
@@ -74,8 +74,13 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     },
     trustProxy: config.trustProxy,
     bodyLimit: 2 * 1024 * 1024,
-    // Long ids reach the route and fail its schema (400 with the contract body), not the router (414).
+    // Long ids reach the route and fail its schema; what the router itself refuses (an over-long
+    // parameter, a malformed URL) still answers with the contract's body.
     routerOptions: { maxParamLength: 1000 },
+    frameworkErrors: (error, _request, reply) => {
+      const invalidPath = error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      (reply as unknown as FastifyReply).code(400).send(errorBody('VALIDATION_FAILED', invalidPath ? 'The request path is not valid' : 'The request is not valid'));
+    },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;

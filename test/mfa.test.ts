@@ -556,6 +556,33 @@ describe('mfa: enrolment, login second factor, trusted devices (real SMTP)', () 
     assert.equal((await passwordLogin(user, deviceCookieOf(second)!.value)).json().mfaRequired, true);
   });
 
+  test('a password change (own or by an admin) revokes trusted devices and open codes', async () => {
+    // by its owner
+    clock.advance(15 * MIN);
+    const user = await newUser();
+    const { accessToken, cookie } = await enrolled(user);
+    const open = await challenge(user);
+    const changed = await patchMe(accessToken, { password: 'another-password-1', currentPassword: PASSWORD });
+    assert.equal(changed.statusCode, 200, changed.body);
+    assert.deepEqual(await devices(accessToken), []);
+    assert.equal((await loginMfa(open)).statusCode, 401, 'a code opened under the old password dies');
+    const next = await inject({ method: 'POST', url: '/api/auth/login', payload: { email: user.email, password: 'another-password-1' }, cookies: { tdid: cookie } });
+    assert.equal(next.json().mfaRequired, true, 'the old trusted device no longer skips the code');
+
+    // by an admin
+    clock.advance(15 * MIN);
+    const other = await newUser();
+    const second = await enrolled(other);
+    const admin = await makeUser(t.database, { accountId, role: 'accountadmin' });
+    const adminLogin = await login(t.app, admin.email);
+    const reset = await inject({ method: 'PATCH', url: `/api/admin/user/${other.id}`, headers: bearer(adminLogin.accessToken), payload: { password: 'reset-by-admin-1' } });
+    assert.equal(reset.statusCode, 200, reset.body);
+    const rows = await t.database.db.select().from(trustedDevices).where(eq(trustedDevices.userId, other.id));
+    assert.ok(rows.length > 0 && rows.every((r) => r.revokedAt !== null));
+    const after = await inject({ method: 'POST', url: '/api/auth/login', payload: { email: other.email, password: 'reset-by-admin-1' }, cookies: { tdid: second.cookie } });
+    assert.equal(after.json().mfaRequired, true);
+  });
+
   test('validation and authentication of the MFA routes', async () => {
     const user = await newUser();
     const { accessToken } = await login(t.app, user.email);

@@ -104,6 +104,38 @@ describe('platform: errors, operations, OpenAPI', () => {
     assert.equal(out.statusCode, 200, out.body);
   });
 
+  test('what the router refuses (bad URL encoding, huge parameter) still gets the contract body', async () => {
+    const { accessToken } = await login(t.app, world.superadmin.email);
+    for (const url of ['/api/admin/user/%E0%A4%A', `/api/admin/user/${'x'.repeat(1500)}`]) {
+      const res = await t.app.inject({ method: 'GET', url, headers: bearer(accessToken) });
+      assert.equal(res.statusCode, 400, res.body);
+      assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+      assert.equal(res.json().success, false);
+    }
+  });
+
+  test('ids are strict lower-case UUIDs: urn: prefixes and other spellings are 400s', async () => {
+    const { accessToken } = await login(t.app, world.superadmin.email);
+    for (const id of [`urn:uuid:${world.userA1.id}`, world.userA1.id.toUpperCase(), `{${world.userA1.id}}`]) {
+      const res = await t.app.inject({ method: 'GET', url: `/api/admin/user/${encodeURIComponent(id)}`, headers: bearer(accessToken) });
+      assert.equal(res.statusCode, 400, `${id}: ${res.body}`);
+    }
+    assert.equal((await t.app.inject({ method: 'GET', url: `/api/admin/user/${world.userA1.id}`, headers: bearer(accessToken) })).statusCode, 200);
+  });
+
+  test('anonymous requests get their 401 even with a NUL character in them', async () => {
+    const res = await t.app.inject({ method: 'PATCH', url: '/api/user/me', payload: { fname: 'a\u0000b' } });
+    assert.equal(res.statusCode, 401);
+  });
+
+  test('credit amounts below the 0.0001 unit are refused, not silently dropped', async () => {
+    const { accessToken } = await login(t.app, world.superadmin.email);
+    for (const amount of [1e-13, 5e-324, 0.00005]) {
+      const res = await t.app.inject({ method: 'POST', url: `/api/admin/user/${world.userA2.id}/credits`, headers: bearer(accessToken), payload: { amount } });
+      assert.equal(res.statusCode, 400, `${amount}: ${res.body}`);
+    }
+  });
+
   test('healthz, readyz, request id', async () => {
     const h = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'req-abc-123' } });
     assert.equal(h.statusCode, 200);

@@ -34,10 +34,14 @@ const CONTRACT_CLIENT_STATUSES: Record<number, ErrorCode> = {
   429: 'RATE_LIMITED',
 };
 
+/** 22P05 untranslatable character, 22021 invalid byte sequence, 22001 string too long, 22003 number out of range. */
+const INPUT_SQL_STATES = new Set(['22P05', '22021', '22001', '22003']);
+
+/** The SQLSTATE of a database error, looking through the `cause` chain drivers wrap it in. */
 function sqlStateOf(err: unknown): string | undefined {
   for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+    if (typeof code === 'string' && /^[0-9]{2}[0-9A-Z]{3}$/.test(code)) return code;
   }
   return undefined;
 }
@@ -69,10 +73,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
       request.log.warn({ err, upstreamStatus: err.status }, 'upstream provider failed');
       return reply.status(502).send(errorBody('UPSTREAM_FAILED', 'The model provider failed; try again later'));
     }
-    // Postgres "data exception" (class 22: NUL in text, numeric overflow, bad encoding...) means the
-    // input was unusable: a 400, never a 500. Drivers wrap the database error in `cause`.
+    // Postgres data exceptions that only input can cause (NUL or invalid characters, a string or a
+    // number too large for its column) are 400s; any other database error is a fault of ours (500).
     const sqlState = sqlStateOf(err);
-    if (sqlState?.startsWith('22')) {
+    if (sqlState && INPUT_SQL_STATES.has(sqlState)) {
       request.log.info({ sqlState, err }, 'request rejected by the database as invalid data');
       return reply.status(400).send(errorBody('VALIDATION_FAILED', 'The request contains a value the database cannot store (for example a NUL character or an out-of-range number)'));
     }
@@ -105,7 +109,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return reply.status(500).send(errorBody('INTERNAL', 'Internal server error'));
   });
 
-  app.addHook('preValidation', async (request) => {
+  // In preHandler, i.e. after each route's authentication: an anonymous caller gets its 401 first.
+  app.addHook('preHandler', async (request) => {
     for (const [part, value] of [['params', request.params], ['query', request.query], ['body', request.body]] as const) {
       const field = findNul(value, '');
       if (field !== null) throw validationFailed(`${field || part} contains a NUL character`, [{ field: field || part, location: part, message: 'NUL characters are not allowed' }]);

@@ -5,5 +5,7 @@ export const newId = (): string => uuidv7();
 /** Public identifiers (institution publicId): random UUID v4. */
 export const newPublicId = (): string => uuidv4();
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
+/** What an id looks like: a lower-case UUID (the route schemas use the same pattern). */
+export const UUID_PATTERN = '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$';
+const UUID_RE = new RegExp(UUID_PATTERN);
 export const isUuid = (value: unknown): value is string => typeof value === 'string' && UUID_RE.test(value);

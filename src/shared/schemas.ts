@@ -1,4 +1,5 @@
 import { Type, type TSchema } from '@fastify/type-provider-typebox';
+import { UUID_PATTERN } from './ids.js';
 
 /** Error body of the contract (§1), referenced by every route's error responses. */
 export const ErrorBodySchema = Type.Object(
@@ -22,8 +23,8 @@ export function errorResponses<const S extends readonly number[]>(...statuses: S
   return out as { [K in S[number]]: typeof errorRef };
 }
 
-/** Record ids are UUIDs (v7 from newId); anything else is a 400, not a lookup. */
-export const Id = (description = 'Record id') => Type.String({ format: 'uuid', description });
+/** Record ids are lower-case UUIDs (v7 from newId); anything else is a 400, not a lookup. */
+export const Id = (description = 'Record id') => Type.String({ pattern: UUID_PATTERN, description });
 export const IdParams = Type.Object({ id: Id() });
 export const DateTime = (description?: string) => Type.String({ format: 'date-time', description });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);

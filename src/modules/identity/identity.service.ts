@@ -3,6 +3,7 @@ import { badField, forbidden, notFound, unauthenticated } from '../../shared/err
 import { newId } from '../../shared/ids.js';
 import type { AuthContext } from './auth-context.js';
 import { presentUser } from './identity.presenters.js';
+import { endCredentials } from './credentials.js';
 import * as repo from './identity.repository.js';
 import type { UserRow } from './identity.repository.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from './passwords.js';
@@ -65,8 +66,6 @@ export function isValidTimezone(tz: string): boolean {
 export class IdentityService {
   secondFactor?: LoginSecondFactor;
   onMfaDisabled?: MfaDisabledHook;
-  /** Called after the user changed their own password (the MFA module revokes trusted devices). */
-  onPasswordChanged?: (userId: string) => Promise<void>;
 
   constructor(private readonly ctx: AppContext) {}
 
@@ -174,11 +173,8 @@ export class IdentityService {
     }
     const updated = Object.keys(changes).length > 0 ? await repo.updateUser(this.ctx.db, user.id, changes, now) : user;
     if (mfaTurnedOff && this.onMfaDisabled) await this.onMfaDisabled(user.id);
-    if (changes.passwordHash) {
-      // Whoever else holds a session or a trusted device of this user loses it; this session stays.
-      await repo.revokeUserSessions(this.ctx.db, user.id, 'password-changed', now, auth.sessionId);
-      if (this.onPasswordChanged) await this.onPasswordChanged(user.id);
-    }
+    // Whoever else holds a session, a trusted device or an open code of this user loses it; this session stays.
+    if (changes.passwordHash) await endCredentials(this.ctx.db, user.id, 'password-changed', now, auth.sessionId);
     return updated ?? user;
   }
 

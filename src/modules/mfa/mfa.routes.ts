@@ -22,7 +22,6 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
   const service = new MfaService(ctx, identity);
   identity.secondFactor = service;
   identity.onMfaDisabled = (userId) => service.onMfaDisabled(userId);
-  identity.onPasswordChanged = (userId) => service.onPasswordChanged(userId);
 
   const { config } = ctx;
   const authenticated = requireAuth(ctx);

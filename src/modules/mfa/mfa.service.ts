@@ -112,11 +112,6 @@ export class MfaService implements LoginSecondFactor {
     await repo.closeOpenChallenges(this.ctx.db, userId, now);
   }
 
-  /** Password changed: devices trusted under the old password must prove the new one with a code again. */
-  async onPasswordChanged(userId: string): Promise<void> {
-    await repo.revokeAllDevices(this.ctx.db, userId, this.ctx.clock.now());
-  }
-
   // ───────────── internals ─────────────
 
   private codeHash(challengeId: string, code: string): string {

@@ -4,7 +4,8 @@ import { badField, conflict, forbidden, notFound, validationFailed } from '../..
 import { newId, newPublicId } from '../../shared/ids.js';
 import { envelope } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
-import { findMembership, findUserByEmail, findUserById, revokeUserSessions, updateUser } from '../identity/identity.repository.js';
+import { endCredentials } from '../identity/credentials.js';
+import { findMembership, findUserByEmail, findUserById, updateUser } from '../identity/identity.repository.js';
 import { isValidTimezone } from '../identity/identity.service.js';
 import { hashPassword } from '../identity/passwords.js';
 import { canInAccount, canInInstitution, holdsPermission, type GlobalRole } from './permissions.js';
@@ -96,7 +97,10 @@ function idList(value: string | undefined): string[] | undefined {
 export function isMultipleOfCreditUnit(value: number): boolean {
   const scaled = value * 1e4;
   if (!Number.isFinite(scaled)) return false;
-  return Math.abs(Math.round(scaled) - scaled) <= Math.max(1e-9, Math.abs(scaled) * 1e-15);
+  const units = Math.round(scaled);
+  // A tiny non-zero value (1e-13) is no whole number of units, even if it rounds to 0 within tolerance.
+  if (units === 0) return value === 0;
+  return Math.abs(units - scaled) <= Math.abs(scaled) * 1e-15;
 }
 
 /** 400 on the field when a credit value (balance, award) has more than 4 decimals. */
@@ -395,7 +399,7 @@ export class TenancyService {
     const now = this.now();
     const updated = await this.db.transaction(async (tx) => {
       const row = Object.keys(patch).length > 0 ? await updateUser(tx, user.id, patch, now) : user;
-      if (endSessions) await revokeUserSessions(tx, user.id, input.password !== undefined ? 'password-reset-by-admin' : 'user-disabled', now);
+      if (endSessions) await endCredentials(tx, user.id, input.password !== undefined ? 'password-reset-by-admin' : 'user-disabled', now);
       return row;
     });
     if (!updated) throw notFound('User');
