@@ -5,6 +5,8 @@ import { rowsOf } from '../src/db/client.js';
 import { uploads } from '../src/db/schema.js';
 import { createChatModel, SANITIZE_SYSTEM_PROMPT, type ChatModel } from '../src/providers/llm/index.js';
 import { countTokens } from '../src/modules/vault/ingest/chunker.js';
+import { ingestGiveUp } from '../src/modules/vault/ingest/pipeline.js';
+import type { Job } from '../src/platform/jobs.js';
 import { writeEmbedderState } from '../src/modules/vault/uploads.repository.js';
 import type { Embedder } from '../src/providers/embeddings/types.js';
 import { newId } from '../src/shared/ids.js';
@@ -241,6 +243,36 @@ describe('vault embedding chunks and sanitize', () => {
     // inactive and selected files keep readable chunks
     await t.database.db.execute(sql`update uploads set status = 'inactive' where id = ${upload}`);
     assert.equal((await call(t, 'GET', `/api/user/embedding/${staged}`, 'userA1')).statusCode, 200);
+  });
+
+  test('chunks of a file in error are neither readable nor editable; giving up on its job removes the staged chunks', async () => {
+    const upload = await makeUpload({ owner: w.userA1, scope: 'personal', status: 'error' });
+    const leftover = await makeChunk(upload, 0, 'Left over by an ingestion that died.');
+    assert.equal((await call(t, 'GET', `/api/user/embedding/${leftover}`, 'userA1')).statusCode, 404);
+    assert.deepEqual((await call(t, 'GET', `/api/user/files/${upload}/chunks`, 'userA1')).json().total, 0);
+    assert.equal((await call(t, 'PUT', `/api/user/embedding/${leftover}`, 'userA1', { text: 'Edited.' })).statusCode, 404);
+    assert.equal((await call(t, 'POST', `/api/user/embedding/${leftover}/sanitize`, 'userA1')).statusCode, 404);
+    assert.equal((await chunkRow(leftover)).text, 'Left over by an ingestion that died.');
+
+    // a job whose workers kept dying: the upload ends in error and the batches staged before are removed
+    const staged = await makeUpload({ owner: w.userA1, scope: 'personal', status: 'processing' });
+    await makeChunk(staged, 0, 'Staged batch one.');
+    await makeChunk(staged, 1, 'Staged batch two.');
+    const other = await makeUpload({ owner: w.userA1, scope: 'personal', status: 'active' });
+    await makeChunk(other, 0, 'A chunk of another file.');
+    const giveUp = ingestGiveUp({ db: t.database.db, clock: t.app.ctx.clock });
+    await giveUp({ payload: { uploadId: staged } } as unknown as Job, 'worker died');
+    const [row] = await rowsOf<{ status: string; error_message: string }>(t.database.db, sql`select status, error_message from uploads where id = ${staged}`);
+    assert.deepEqual(row, { status: 'error', error_message: 'Ingestion failed: worker died' });
+    const count = async (id: string) => Number((await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from chunks where upload_id = ${id}`))[0]!.n);
+    assert.equal(await count(staged), 0);
+    assert.equal(await count(other), 1);
+    // an upload that is already in error is cleaned up too; an active one is left alone
+    await giveUp({ payload: { uploadId: upload } } as unknown as Job, 'again');
+    assert.equal(await count(upload), 0);
+    await giveUp({ payload: { uploadId: other } } as unknown as Job, 'late report');
+    assert.equal(await count(other), 1);
+    assert.equal((await rowsOf<{ status: string }>(t.database.db, sql`select status from uploads where id = ${other}`))[0]!.status, 'active');
   });
 
   test('sanitize is rate limited per user (SANITIZE_RATE_LIMIT_PER_MINUTE)', async () => {

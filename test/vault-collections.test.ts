@@ -307,6 +307,42 @@ describe('vault collections and select-all-ids', () => {
     assert.equal((await call('GET', `/api/user/collection/${shared._id}`, 'adminA1')).json().data.name, 'Account folder');
   });
 
+  test('invisible names: format characters (Cf) are stripped; a name of nothing visible is refused', async () => {
+    for (const name of ['\u200b', '\u200b\u200d\u2060', ' \ufeff ', '\u202e']) {
+      const res = await call('POST', '/api/user/collection', 'userA1', { name, scope: 'personal' });
+      assert.equal(res.statusCode, 400, `${JSON.stringify(name)}: ${res.body}`);
+      assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+      assert.equal(res.json().error.details[0].field, 'name');
+    }
+    const c = await createCollection('userA1', { name: '\u202eFol\u200bder\u2066 ', scope: 'personal' });
+    assert.equal(c.name, 'Folder');
+    const invisible = await call('PATCH', `/api/user/collection/${c._id}`, 'userA1', { name: '\u200b' });
+    assert.equal(invisible.statusCode, 400, invisible.body);
+    assert.equal(invisible.json().error.details[0].field, 'name');
+    const renamed = await call('PATCH', `/api/user/collection/${c._id}`, 'userA1', { name: 'Re\u200bnamed' });
+    assert.equal(renamed.json().data.name, 'Renamed');
+  });
+
+  test('an account admin without any enrolment moderates the account-shared collections of its own account only', async () => {
+    const unenrolled = await makeUser(t.database, { accountId: w.accountA.id, role: 'accountadmin' });
+    tok.unenrolledAdminA = (await login(t.app, unenrolled.email)).accessToken;
+    const shared = await createCollection('userA2', { name: 'Shared by A2', account_shared: true });
+    const instance = await createCollection('userA1', { name: 'Instance of A1', scope: 'instance' });
+    const personal = await createCollection('userA1', { name: 'Personal of A1', scope: 'personal' });
+    const ofB = await createCollection('userB1', { name: 'Shared by B1', account_shared: true });
+    assert.equal((await call('GET', `/api/user/collection/${shared._id}`, 'unenrolledAdminA')).statusCode, 200);
+    const renamed = await call('PATCH', `/api/user/collection/${shared._id}`, 'unenrolledAdminA', { name: 'Moderated' });
+    assert.equal(renamed.statusCode, 200, renamed.body);
+    assert.equal(renamed.json().data.name, 'Moderated');
+    // its reading is not widened beyond the account-shared records of its account
+    for (const c of [instance, personal, ofB]) {
+      assert.equal((await call('GET', `/api/user/collection/${c._id}`, 'unenrolledAdminA')).statusCode, 404, c.name);
+      assert.equal((await call('PATCH', `/api/user/collection/${c._id}`, 'unenrolledAdminA', { name: 'no' })).statusCode, 404, c.name);
+    }
+    assert.equal((await call('DELETE', `/api/user/collection/${shared._id}`, 'unenrolledAdminA')).statusCode, 200);
+    assert.equal((await call('GET', `/api/user/collection/${shared._id}`, 'userA2')).statusCode, 404);
+  });
+
   // ───── delete ─────
 
   test('delete: files and sub-collections move to the parent, in one go', async () => {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { rowsOf } from '../src/db/client.js';
 import { newId } from '../src/shared/ids.js';
+import { markDeleted, updateUpload } from '../src/modules/vault/uploads.repository.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 import { multipartBody, uploadFile, uploadOk, waitForIngestion } from './support/uploads.js';
 
@@ -148,22 +149,86 @@ describe('vault uploads: POST /api/user/files', () => {
     assert.equal((await uploadFile(t.app, token, big, { scope: 'personal' })).statusCode, 413);
   });
 
-  test('file before the fields: still allowed; a refusal of the default placement that later fields would lift asks for the fields first', async () => {
+  test('file before the fields (curl -F order): stored, then the later fields decide in the transaction; a refusal leaves nothing', async () => {
     const disabled = await makeInstitution(t.database, w.accountA.id, { disableFileUploadForUser: true });
     const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [disabled.id]: 'user' } });
     const token = (await login(t.app, user.email)).accessToken;
-    // the default placement (instance of the current institution) is refused; scope personal after the file would allow it
+    const filesBefore = filesUnder(join(t.dataDir, 'files')).length;
+    // the default placement (instance of the current institution) is refused; scope personal after the file allows it
     const late = await orderedUpload(token, [['file', 'late', 'late.txt'], ['scope', 'personal']]);
-    assert.equal(late.statusCode, 400, late.body);
-    assert.equal(late.json().error.details[0].field, 'file');
-    assert.equal(late.json().message, 'Send the form fields before the file part: they decide whether and where the file may be stored');
-    // refused with every field too: the real refusal
+    assert.equal(late.statusCode, 201, late.body);
+    assert.equal(late.json().data.scope, 'personal');
+    assert.equal(late.json().data.institution, '');
+    // the same through the helper (file part first, like curl -F and many FormData clients)
+    const helper = await uploadFile(t.app, token, { name: 'helper.txt', content: 'file first' }, { scope: 'personal', file_title: 'Helper' }, { fileFirst: true });
+    assert.equal(helper.statusCode, 201, helper.body);
+    assert.equal(helper.json().data.file_title, 'Helper');
+    assert.equal(filesUnder(join(t.dataDir, 'files')).length, filesBefore + 2);
+    const [rowsBefore] = await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from uploads`);
+    // refused with every field: the real refusal, and the stored bytes are removed again
     const refused = await orderedUpload(token, [['file', 'late', 'late.txt'], ['scope', 'instance']]);
-    assert.equal(refused.statusCode, 403);
-    // fields first: fine
+    assert.equal(refused.statusCode, 403, refused.body);
+    assert.equal(refused.json().message, 'File uploads are disabled for users of this institution: only its administrators may upload');
+    // no field at all: the default placement is refused in the transaction too
+    const noFields = await orderedUpload(token, [['file', 'late', 'late.txt']]);
+    assert.equal(noFields.statusCode, 403, noFields.body);
+    assert.equal(filesUnder(join(t.dataDir, 'files')).length, filesBefore + 2);
+    const [rowsAfter] = await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from uploads`);
+    assert.equal(rowsAfter!.n, rowsBefore!.n);
+  });
+
+  test('fields before the file: the early refusal stands; a destination field first and a lifting field after asks for the fields first', async () => {
+    const disabled = await makeInstitution(t.database, w.accountA.id, { disableFileUploadForUser: true });
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [disabled.id]: 'user' } });
+    const token = (await login(t.app, user.email)).accessToken;
+    const filesBefore = filesUnder(join(t.dataDir, 'files')).length;
+    const early = await orderedUpload(token, [['scope', 'instance'], ['file', 'early', 'early.txt']]);
+    assert.equal(early.statusCode, 403, early.body);
+    // the deciding fields came first and were refused, so the bytes were dropped: a later field cannot bring them back
+    const mixed = await orderedUpload(token, [['institution', disabled.id], ['file', 'late', 'late.txt'], ['scope', 'personal']]);
+    assert.equal(mixed.statusCode, 400, mixed.body);
+    assert.equal(mixed.json().error.details[0].field, 'file');
+    assert.equal(mixed.json().message, 'Send the form fields before the file part: they decide whether and where the file may be stored');
+    assert.equal(filesUnder(join(t.dataDir, 'files')).length, filesBefore);
+    // fields first and allowed: fine
     const ok = await orderedUpload(token, [['scope', 'personal'], ['file', 'early', 'early.txt']]);
     assert.equal(ok.statusCode, 201, ok.body);
     assert.equal(ok.json().data.institution, '');
+  });
+
+  test('NUL characters in any multipart field: 400 naming the field, before the file is stored', async () => {
+    const big = { name: 'big.txt', type: 'text/plain', content: 'z'.repeat(5000) }; // over the limit: storing it would be a 413
+    for (const field of ['file_title', 'scope', 'institution', 'collection', 'is_private', 'confidential']) {
+      const res = await uploadFile(t.app, tokenA1, big, { [field]: 'a\u0000b' });
+      assert.equal(res.statusCode, 400, `${field}: ${res.body}`);
+      assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+      assert.equal(res.json().error.details[0].field, field);
+      assert.match(res.json().message, /NUL/);
+    }
+    // after the file as well (the file is then stored and removed again)
+    const late = await uploadFile(t.app, tokenA1, { name: 'ok.txt', content: 'fine' }, { file_title: 'a\u0000b' }, { fileFirst: true });
+    assert.equal(late.statusCode, 400, late.body);
+    assert.equal(late.json().error.details[0].field, 'file_title');
+  });
+
+  test('invisible characters: format characters (Cf) are stripped from file names and titles', async () => {
+    const d = await uploadOk(t.app, tokenA1, { name: 'evil\u202etxt.exe.txt', content: 'bidi' }, { file_title: '\u200bReport\u2066 \ufeff' });
+    assert.equal(d.originalname, 'eviltxt.exe.txt');
+    assert.equal(d.file_title, 'Report');
+    // a title of nothing but format characters is blank: the file name is used
+    const blank = await uploadOk(t.app, tokenA1, { name: 'plain.txt', content: 'x' }, { file_title: '\u200b\u200d' });
+    assert.equal(blank.file_title, 'plain.txt');
+    // a file name of nothing visible has no name
+    const noName = await uploadFile(t.app, tokenA1, { name: '\u200b\u202e', content: 'x', type: 'text/plain' });
+    assert.equal(noName.statusCode, 400, noName.body);
+    assert.equal(noName.json().error.details[0].field, 'file');
+    // PATCH: stripped too, and a blank result is refused
+    const patched = await t.app.inject({ method: 'PATCH', url: `/api/user/files/${d._id}`, headers: bearer(tokenA1), payload: { file_title: 'New\u202e title' } });
+    assert.equal(patched.statusCode, 200, patched.body);
+    assert.equal(patched.json().data.file_title, 'New title');
+    const invisible = await t.app.inject({ method: 'PATCH', url: `/api/user/files/${d._id}`, headers: bearer(tokenA1), payload: { file_title: '\u200b' } });
+    assert.equal(invisible.statusCode, 400, invisible.body);
+    assert.equal(invisible.json().error.details[0].field, 'file_title');
   });
 
   test('uploads are rate limited per user (UPLOAD_RATE_LIMIT_PER_MINUTE)', async () => {
@@ -474,6 +539,33 @@ describe('vault uploads: list, get, download, patch, delete', () => {
     assert.equal((await t.app.inject({ method: 'DELETE', url: `/api/user/files/${up._id}`, headers: bearer(tokenA1) })).statusCode, 200);
   });
 
+  test('PATCH racing DELETE never resurrects a deleted file; a deleted row is never updated', async () => {
+    for (let i = 0; i < 4; i++) {
+      const up = await uploadOk(t.app, tokenA1, { name: `race-${i}.txt`, content: `Race number ${i} of the heron.` });
+      await waitForIngestion(t.app, tokenA1, up._id);
+      const [patched, deleted] = await Promise.all([
+        t.app.inject({ method: 'PATCH', url: `/api/user/files/${up._id}`, headers: bearer(tokenA1), payload: { status: 'selected' } }),
+        t.app.inject({ method: 'DELETE', url: `/api/user/files/${up._id}`, headers: bearer(tokenA1) }),
+      ]);
+      assert.equal(deleted.statusCode, 200, deleted.body);
+      assert.ok([200, 409].includes(patched.statusCode), patched.body);
+      const [row] = await rowsOf<{ status: string }>(t.database.db, sql`select status from uploads where id = ${up._id}`);
+      assert.equal(row!.status, 'deleted');
+      // and a PATCH after the delete is refused
+      const late = await t.app.inject({ method: 'PATCH', url: `/api/user/files/${up._id}`, headers: bearer(tokenA1), payload: { status: 'selected' } });
+      assert.equal(late.statusCode, 409);
+    }
+    // the guard of the UPDATE itself, without the service's checks before it
+    const up = await uploadOk(t.app, tokenA1, { name: 'guard.txt', content: 'Guarded update.' });
+    assert.equal(await updateUpload(t.database.db, up._id, { status: 'selected' }, new Date(), { statusIn: ['active', 'inactive', 'selected'] }), undefined); // still processing
+    await waitForIngestion(t.app, tokenA1, up._id);
+    assert.equal((await markDeleted(t.database.db, up._id, new Date()))?.status, 'deleted');
+    assert.equal(await markDeleted(t.database.db, up._id, new Date()), undefined);
+    assert.equal(await updateUpload(t.database.db, up._id, { status: 'selected', fileTitle: 'back' }, new Date()), undefined);
+    const [row] = await rowsOf<{ status: string; file_title: string }>(t.database.db, sql`select status, file_title from uploads where id = ${up._id}`);
+    assert.deepEqual(row, { status: 'deleted', file_title: 'guard.txt' });
+  });
+
   test('malformed ids are 400, unknown ids 404, no token 401', async () => {
     for (const [method, suffix] of [['GET', ''], ['GET', '/download'], ['PATCH', ''], ['DELETE', '']] as const) {
       const payload = method === 'PATCH' ? { file_title: 'x' } : undefined;
@@ -569,6 +661,28 @@ describe('vault uploads: scope isolation on every route', () => {
     assert.deepEqual(await access('accountAdminA', 'accountA'), full);
     assert.deepEqual(await access('userB1', 'accountA'), hidden);
     assert.deepEqual(await access('accountAdminB', 'accountA'), hidden);
+  });
+
+  test('account file: an account admin without any enrolment sees and moderates it; nothing else is widened', async () => {
+    const unenrolled = await makeUser(t.database, { accountId: w.accountA.id, role: 'accountadmin' });
+    const unenrolledB = await makeUser(t.database, { accountId: w.accountB.id, role: 'accountadmin' });
+    tokens.unenrolledAdminA = (await login(t.app, unenrolled.email)).accessToken;
+    tokens.unenrolledAdminB = (await login(t.app, unenrolledB.email)).accessToken;
+    const h = bearer(tokens.unenrolledAdminA);
+    const got = await t.app.inject({ method: 'GET', url: `/api/user/files/${files.accountA}`, headers: h });
+    assert.equal(got.statusCode, 200, got.body);
+    assert.equal((await t.app.inject({ method: 'GET', url: `/api/user/files/${files.accountA}/download`, headers: h })).statusCode, 200);
+    const patched = await t.app.inject({ method: 'PATCH', url: `/api/user/files/${files.accountA}`, headers: h, payload: { confidential: true } });
+    assert.equal(patched.statusCode, 200, patched.body);
+    assert.equal(patched.json().data.confidential, true);
+    const chunks = await t.app.inject({ method: 'GET', url: `/api/user/files/${files.accountA}/chunks`, headers: h });
+    assert.equal(chunks.statusCode, 200, chunks.body);
+    assert.ok(chunks.json().total > 0);
+    for (const key of ['instanceA1', 'personalA1', 'privateA1']) {
+      assert.equal((await t.app.inject({ method: 'GET', url: `/api/user/files/${files[key]}`, headers: h })).statusCode, 404, key);
+    }
+    assert.equal((await t.app.inject({ method: 'GET', url: `/api/user/files/${files.accountA}`, headers: bearer(tokens.unenrolledAdminB) })).statusCode, 404);
+    assert.equal((await t.app.inject({ method: 'PATCH', url: `/api/user/files/${files.accountA}`, headers: h, payload: { confidential: false } })).statusCode, 200);
   });
 
   test('personal and private files: only their owner', async () => {

@@ -12,20 +12,28 @@ export interface FilePart {
   type?: string;
 }
 
+export interface MultipartOptions {
+  /** The file part before the fields (as curl -F and many FormData clients send it); default: fields first. */
+  fileFirst?: boolean;
+}
+
 /** A multipart/form-data body as a browser would send it (built by the platform's FormData). */
-export async function multipartBody(fields: Record<string, string>, file?: FilePart): Promise<{ payload: Buffer; contentType: string }> {
+export async function multipartBody(fields: Record<string, string>, file?: FilePart, options: MultipartOptions = {}): Promise<{ payload: Buffer; contentType: string }> {
   const form = new FormData();
-  for (const [k, v] of Object.entries(fields)) form.append(k, v);
-  if (file) {
+  const appendFile = () => {
+    if (!file) return;
     const bytes = typeof file.content === 'string' ? new TextEncoder().encode(file.content) : new Uint8Array(file.content);
     form.append('file', new Blob([bytes], { type: file.type ?? 'application/octet-stream' }), file.name);
-  }
+  };
+  if (options.fileFirst) appendFile();
+  for (const [k, v] of Object.entries(fields)) form.append(k, v);
+  if (!options.fileFirst) appendFile();
   const res = new Response(form);
   return { payload: Buffer.from(await res.arrayBuffer()), contentType: res.headers.get('content-type')! };
 }
 
-export async function uploadFile(app: App, token: string, file: FilePart | undefined, fields: Record<string, string> = {}) {
-  const { payload, contentType } = await multipartBody(fields, file);
+export async function uploadFile(app: App, token: string, file: FilePart | undefined, fields: Record<string, string> = {}, options: MultipartOptions = {}) {
+  const { payload, contentType } = await multipartBody(fields, file, options);
   return app.inject({ method: 'POST', url: '/api/user/files', headers: { ...bearer(token), 'content-type': contentType }, payload });
 }
 

@@ -55,11 +55,12 @@ const chunkOf = (r: { id: string; upload_id: string; chunk_index: number; text: 
 });
 
 /**
- * Chunks are readable only while their file is settled: not while it is 'processing' (large files on
- * PGlite write their chunks in stages before the upload turns active; a re-ingestion replaces them),
- * and not once it is 'deleted' (its chunks are removed in the delete's own transaction anyway).
+ * Chunks are readable only while their file is settled and usable: active, inactive or selected. Not
+ * while it is 'processing' (large files on PGlite write their chunks in stages before the upload turns
+ * active; a re-ingestion replaces them), not in 'error' (left-overs of an ingestion that died), and not
+ * once it is 'deleted' (its chunks are removed in the delete's own transaction anyway).
  */
-const readableFile = (alias: string) => sql`${sql.raw(`${alias}.status`)} not in ('processing', 'deleted')`;
+const readableFile = (alias: string) => sql`${sql.raw(`${alias}.status`)} in ('active', 'inactive', 'selected')`;
 
 /** A chunk and its upload, when the caller can see the upload (chunks are as visible as their file) and it is readable. */
 export async function findVisibleChunk(db: DbOrTx, auth: AuthContext, chunkId: string): Promise<{ chunk: ChunkRow; upload: ChunkUpload } | undefined> {

@@ -70,9 +70,10 @@ export class ChunksService {
     }
     const tokens = countTokens(text);
     const saved = await this.ctx.db.transaction(async (tx) => {
-      // Vectors of two embedders are never mixed: checked here, under the lock of the embedder state,
-      // so that a re-embed (or another node's model) cannot slip in between the check and this vector.
-      if (!(await embedderMatches(tx, embedder, this.ctx.clock.now(), { forUpdate: true }))) {
+      // Vectors of two embedders are never mixed: checked here, under a share lock of the embedder
+      // state, so that a re-embed (or another node's model) cannot slip in between the check and this
+      // vector; edits and ingestions of other tenants hold the same share lock without waiting.
+      if (!(await embedderMatches(tx, embedder, this.ctx.clock.now(), { lock: 'share' }))) {
         throw conflict(`The stored vectors come from another embedder (${EMBEDDER_CHANGED_MESSAGE})`);
       }
       return repo.replaceChunkText(tx, chunkId, text, tokens, vector, this.ctx.clock.now());

@@ -1,4 +1,5 @@
 import { Type } from '@fastify/type-provider-typebox';
+import { UUID_PATTERN } from '../../shared/ids.js';
 import { Id, Nullable } from '../../shared/schemas.js';
 import { CollectionSchema } from './collections.presenters.js';
 import { FileStatusFilterSchema } from './uploads.schemas.js';
@@ -14,7 +15,7 @@ export const ScopeSchema = Type.Enum(['personal', 'instance', 'account'], {
   description: 'Vault scope: personal (only you), instance (members of one institution), account (members of every institution of the account)',
 });
 
-const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Collection name, 1 to 200 characters; surrounding spaces are trimmed' });
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Collection name, 1 to 200 characters; invisible format characters (Unicode Cf: zero-width, bidi controls) are removed and surrounding spaces trimmed; what remains must not be blank' });
 const COLOR_PATTERN = '^#[0-9a-fA-F]{6}$';
 const Color = NullableString({ pattern: COLOR_PATTERN }, 'Hex colour #rrggbb; null for none');
 
@@ -25,7 +26,7 @@ export const CreateCollectionBody = Type.Object({
   name: Name,
   institution: Type.Optional(Id('Institution of an instance or account collection; defaults to your current institution')),
   account_shared: Type.Optional(Type.Boolean({ description: 'true: the collection is shared with the whole account (scope account)' })),
-  parent: Type.Optional(NullableString({ format: 'uuid' }, 'Parent collection (a visible collection of the same scope); null or absent: the vault root')),
+  parent: Type.Optional(NullableString({ pattern: UUID_PATTERN }, 'Parent collection (a visible collection of the same scope); null or absent: the vault root')),
   color: Type.Optional(Color),
   scope: Type.Optional(ScopeSchema),
 });
@@ -39,7 +40,7 @@ export const ListCollectionsQuery = Type.Object({
 export const PatchCollectionBody = Type.Object({
   name: Type.Optional(Name),
   color: Type.Optional(Color),
-  parent: Type.Optional(NullableString({ format: 'uuid' }, 'New parent (same scope, not the collection itself nor one of its descendants); null: move to the vault root')),
+  parent: Type.Optional(NullableString({ pattern: UUID_PATTERN }, 'New parent (same scope, not the collection itself nor one of its descendants); null: move to the vault root')),
 });
 
 export const DeleteCollectionResponse = Type.Object({
@@ -54,7 +55,7 @@ export const DeleteCollectionResponse = Type.Object({
 });
 
 export const SelectAllIdsBody = Type.Object({
-  parent: Type.Optional(NullableString({ format: 'uuid' }, 'Collection to select within; null or absent: the vault root')),
+  parent: Type.Optional(NullableString({ pattern: UUID_PATTERN }, 'Collection to select within; null or absent: the vault root')),
   institution: Type.Optional(Id('Overrides your current institution (instance and account scope at the root)')),
   scope: Type.Optional(ScopeSchema),
   fileNameSearch: Type.Optional(Type.String({ maxLength: 500, description: 'Case-insensitive substring of the original file name, matched literally' })),

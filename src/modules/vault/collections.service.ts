@@ -6,6 +6,7 @@ import { presentCollection } from './collections.presenters.js';
 import * as repo from './collections.repository.js';
 import type { VaultLevel } from './collections.repository.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
+import { visibleText } from './text.js';
 import { canModify, placementFor, samePlace, type VaultScope } from './vault.policy.js';
 
 export interface CreateCollectionInput {
@@ -58,7 +59,8 @@ export class CollectionsService {
    * current, else `personal`. Contradicting fields are a 400.
    */
   async create(auth: AuthContext, input: CreateCollectionInput) {
-    const name = input.name.trim();
+    const name = visibleText(input.name);
+    if (!name) throw badField('name', 'name must contain a visible character');
     if (input.account_shared === true && input.scope && input.scope !== 'account') throw badField('account_shared', 'account_shared true means scope account');
     if (input.account_shared === false && input.scope === 'account') throw badField('account_shared', 'scope account means account_shared true');
     const now = this.ctx.clock.now();
@@ -139,6 +141,8 @@ export class CollectionsService {
   /** Rename, recolour, move. Moves stay in the collection's scope and place, and never close a cycle. */
   async update(auth: AuthContext, id: string, input: PatchCollectionInput) {
     const now = this.ctx.clock.now();
+    const name = input.name === undefined ? undefined : visibleText(input.name);
+    if (name === '') throw badField('name', 'name must contain a visible character');
     await this.ctx.db.transaction(async (tx) => {
       const current = await repo.findVisibleCollection(tx, auth, id);
       if (!current) throw notFound('Collection');
@@ -153,7 +157,7 @@ export class CollectionsService {
           if (await repo.isSelfOrDescendant(tx, parent.id, current.id)) throw badField('parent', 'A collection cannot move into itself or one of its sub-collections');
         }
       }
-      await repo.updateCollection(tx, id, { name: input.name?.trim(), color: input.color, parentId: input.parent }, now);
+      await repo.updateCollection(tx, id, { name, color: input.color, parentId: input.parent }, now);
     });
     return this.get(auth, id);
   }

@@ -15,12 +15,14 @@ const visibleUpload = (auth: AuthContext) => visibleCondition(auth, 'uploads', {
 
 // ───────────── reads through the access policy ─────────────
 
-export async function findVisibleUpload(db: DbOrTx, auth: AuthContext, id: string): Promise<UploadRow | undefined> {
-  const [row] = await db
+/** `lock` (inside a transaction): the row stays locked FOR UPDATE until it ends (PATCH and DELETE of one file serialise). */
+export async function findVisibleUpload(db: DbOrTx, auth: AuthContext, id: string, options: { lock?: boolean } = {}): Promise<UploadRow | undefined> {
+  const query = db
     .select()
     .from(uploads)
     .where(and(eq(uploads.id, id), visibleUpload(auth)))
     .limit(1);
+  const [row] = options.lock ? await query.for('update') : await query;
   return row;
 }
 
@@ -116,23 +118,27 @@ export async function insertUpload(tx: DbOrTx, row: NewUpload): Promise<UploadRo
   return created!;
 }
 
-export async function updateUpload(db: DbOrTx, id: string, patch: Partial<NewUpload>, now: Date): Promise<UploadRow | undefined> {
+/**
+ * Updates a file that is not deleted (a delete that won the race is never undone); with `statusIn`,
+ * only while its status is one of those. Undefined when no row matched.
+ */
+export async function updateUpload(db: DbOrTx, id: string, patch: Partial<NewUpload>, now: Date, options: { statusIn?: readonly string[] } = {}): Promise<UploadRow | undefined> {
   const [row] = await db
     .update(uploads)
     .set({ ...patch, updatedAt: now })
-    .where(eq(uploads.id, id))
+    .where(and(eq(uploads.id, id), sql`${uploads.status} <> 'deleted'`, options.statusIn ? inList(uploads.status, [...options.statusIn]) : undefined))
     .returning();
   return row;
 }
 
-/** Marks the upload deleted and removes its chunks (they leave every index with the row). */
+/** Marks the upload deleted and removes its chunks (they leave every index with the row). Undefined when it was deleted already. */
 export async function markDeleted(tx: DbOrTx, id: string, now: Date): Promise<UploadRow | undefined> {
-  await tx.delete(chunks).where(eq(chunks.uploadId, id));
   const [row] = await tx
     .update(uploads)
     .set({ status: 'deleted', chunkCount: 0, progress: 0, stage: 'deleted', updatedAt: now })
-    .where(eq(uploads.id, id))
+    .where(and(eq(uploads.id, id), sql`${uploads.status} <> 'deleted'`))
     .returning();
+  if (row) await tx.delete(chunks).where(eq(chunks.uploadId, id));
   return row;
 }
 
@@ -228,9 +234,14 @@ function parseState(value: unknown): EmbedderState | undefined {
   return { id: v.id, dimensions: Number(v.dimensions ?? 0), complete: v.complete !== false };
 }
 
-export async function readEmbedderState(db: DbOrTx, options: { forUpdate?: boolean } = {}): Promise<EmbedderState | undefined> {
+/**
+ * The recorded embedder. Inside a transaction `lock` holds the state row until it ends: 'share' for
+ * writers of vectors that only need the embedder not to change meanwhile (they do not wait for each
+ * other), 'update' for the one that changes it (re-embedding).
+ */
+export async function readEmbedderState(db: DbOrTx, options: { lock?: 'share' | 'update' } = {}): Promise<EmbedderState | undefined> {
   const query = db.select({ value: systemState.value }).from(systemState).where(eq(systemState.key, EMBEDDER_KEY));
-  const [row] = options.forUpdate ? await query.for('update') : await query;
+  const [row] = options.lock ? await query.for(options.lock) : await query;
   return row ? parseState(row.value) : undefined;
 }
 

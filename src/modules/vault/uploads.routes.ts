@@ -38,9 +38,12 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
           tags: ['vault'],
           summary: 'Upload a file into the vault',
           description:
-            `multipart/form-data with one part \`file\` and optional fields (see the body). **Send the fields before the file part**: ` +
-            'they decide whether and where the file may be stored, and a refusal (403, 400) then comes before any byte is stored; ' +
-            'fields after the file are still read, but when the ones before it were refused the upload is refused (400 if the later ones would have allowed it). ' +
+            `multipart/form-data with one part \`file\` and optional fields (see the body), in any order. ` +
+            'When the fields that decide the destination (scope, institution, collection) come before the file, a refusal (403, 400) comes ' +
+            'before any byte is stored; when none of them came first (curl -F order), the file is stored and the decision is taken with all ' +
+            'fields, a refusal removing the stored bytes. If destination fields before the file were refused, the upload is refused ' +
+            '(400 asking for the fields first if later fields would have allowed it). A NUL character in any field is a 400 naming it. ' +
+            'Invisible format characters (Unicode Cf) are removed from the file name and file_title. ' +
             `Supported: ${SUPPORTED_FORMATS.join(', ')}; ` +
             `anything else is a 400 and nothing is stored. At most ${config.uploadMaxBytes} bytes (UPLOAD_MAX_BYTES): over it, 413. ` +
             'The file is stored, then ingested in the background (extract → chunk → embed → index): the record starts in status ' +

@@ -1,4 +1,5 @@
 import { Type } from '@fastify/type-provider-typebox';
+import { UUID_PATTERN } from '../../shared/ids.js';
 import { Id, ListEnvelope, PageFields } from '../../shared/schemas.js';
 import { SUPPORTED_FORMATS } from './ingest/extract.js';
 import { UploadSchema } from './uploads.presenters.js';
@@ -38,7 +39,7 @@ export const PatchUploadBody = Type.Object({
     Type.Enum(['active', 'inactive', 'selected'], { description: 'Only between these three, and only once ingestion has succeeded' }),
   ),
   collection: Type.Optional(
-    Type.Unsafe<string | null>({ type: ['string', 'null'], format: 'uuid', description: 'A visible collection of the same scope and place as the file; null: the vault root' }),
+    Type.Unsafe<string | null>({ type: ['string', 'null'], pattern: UUID_PATTERN, description: 'A visible collection of the same scope and place as the file; null: the vault root' }),
   ),
   is_private: Type.Optional(Type.Boolean({ description: 'Only the owner may change it' })),
   confidential: Type.Optional(Type.Boolean()),

@@ -14,6 +14,7 @@ import { INGEST_MAX_ATTEMPTS, INGEST_QUEUE } from './ingest/pipeline.js';
 import * as repo from './uploads.repository.js';
 import type { UploadListFilters, UploadRow } from './uploads.repository.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
+import { visibleText } from './text.js';
 import { canModify, placementFor, samePlace, VAULT_SCOPES, type VaultScope } from './vault.policy.js';
 
 /** What the service needs of a multipart part (the shape @fastify/multipart yields). */
@@ -34,6 +35,8 @@ const MIMETYPES: Record<Format, string> = {
 
 const FORM_FIELDS = ['scope', 'institution', 'collection', 'file_title', 'is_private', 'confidential'] as const;
 type FormField = (typeof FORM_FIELDS)[number];
+/** The form fields that decide where a file goes (and so whether it may be stored at all). */
+const DESTINATION_FIELDS: readonly FormField[] = ['scope', 'institution', 'collection'];
 const MUTABLE_STATUSES = ['active', 'inactive', 'selected'];
 
 export interface ListUploadsInput {
@@ -54,10 +57,10 @@ export interface PatchUploadInput {
   confidential?: boolean;
 }
 
-/** A file name as shown and stored: no path, no control characters, at most 255 characters. */
+/** A file name as shown and stored: no path, no control or format characters (visibleText), at most 255 characters. */
 export function cleanFileName(name: string): string {
   const base = name.split(/[\\/]/).pop() ?? '';
-  const cleaned = base.replace(/[\u0000-\u001f\u007f]/g, '').trim();
+  const cleaned = visibleText(base.replace(/[\u0000-\u001f\u007f]/g, ''));
   return cleaned.length > 255 ? cleaned.slice(cleaned.length - 255) : cleaned;
 }
 
@@ -169,6 +172,7 @@ export class UploadsService {
           if (part.valueTruncated) throw badField(part.fieldname, `${part.fieldname} is too long`);
           if (typeof part.value !== 'string') throw badField(part.fieldname, `${part.fieldname} must be text`);
           fields[part.fieldname as FormField] = part.value;
+          this.parseForm(fields); // a bad field is refused as it arrives: before any file is stored
           continue;
         }
         if (part.fieldname !== 'file') {
@@ -185,12 +189,19 @@ export class UploadsService {
           part.file.resume();
           throw badField('file', `Unsupported file type "${originalname}" (${part.mimetype || 'no media type'}). Supported types: ${SUPPORTED_FORMATS.join(', ')}`);
         }
-        // Nothing is stored for a caller who may not upload here: the fields so far decide (no locks:
-        // the transaction below checks again). The bytes of a refused file are read and dropped.
-        const precheck = await this.destination(this.ctx.db, auth, this.parseForm(fields), { lock: false }).then(
-          () => undefined,
-          (err: unknown) => err ?? new Error('upload refused'),
-        );
+        // Nothing is stored for a caller who may not upload here when the fields that decide where the
+        // file goes came first: they decide (no locks: the transaction below checks again), and the
+        // bytes of a refused file are read and dropped. When none of them came before the file (curl -F
+        // and many FormData clients send it first), the later fields may still change the destination:
+        // the file is stored and the transaction decides (a refusal deletes the stored bytes).
+        const form = this.parseForm(fields);
+        const destinationKnown = DESTINATION_FIELDS.some((f) => fields[f] !== undefined);
+        const precheck = !destinationKnown
+          ? undefined
+          : await this.destination(this.ctx.db, auth, form, { lock: false }).then(
+              () => undefined,
+              (err: unknown) => err ?? new Error('upload refused'),
+            );
         if (precheck !== undefined) {
           part.file.resume();
           refused = { error: precheck, fields: JSON.stringify(fields) };
@@ -282,6 +293,9 @@ export class UploadsService {
   }
 
   private parseForm(f: Partial<Record<FormField, string>>): ParsedForm {
+    for (const field of FORM_FIELDS) {
+      if (f[field]?.includes('\u0000')) throw badField(field, `${field} contains a NUL character`);
+    }
     const blank = (v: string | undefined) => (v === undefined || v.trim() === '' ? undefined : v.trim());
     const scope = blank(f.scope);
     if (scope !== undefined && !(VAULT_SCOPES as readonly string[]).includes(scope)) throw badField('scope', `scope must be one of ${VAULT_SCOPES.join(', ')}`);
@@ -290,7 +304,7 @@ export class UploadsService {
     let collection = blank(f.collection);
     if (collection === 'root' || collection === 'null') collection = undefined;
     if (collection !== undefined && !isUuid(collection)) throw badField('collection', 'collection must be a collection id, or "root"');
-    const title = f.file_title?.trim();
+    const title = f.file_title === undefined ? undefined : visibleText(f.file_title);
     if (title !== undefined && title.length > 500) throw badField('file_title', 'file_title must have at most 500 characters');
     return {
       scope: scope as VaultScope | undefined,
@@ -368,7 +382,8 @@ export class UploadsService {
   async update(auth: AuthContext, id: string, input: PatchUploadInput): Promise<UploadRow> {
     const now = this.ctx.clock.now();
     return this.ctx.db.transaction(async (tx) => {
-      const current = await repo.findVisibleUpload(tx, auth, id);
+      // locked: a concurrent DELETE (or another PATCH) of this file waits, and this one sees its result
+      const current = await repo.findVisibleUpload(tx, auth, id, { lock: true });
       if (!current) throw notFound('File');
       if (!canModify(auth, current)) throw forbidden('Only the owner or a vault administrator may change this file');
       if (current.status === 'deleted') throw conflict('The file is deleted');
@@ -395,14 +410,19 @@ export class UploadsService {
         collectionId = collection.id;
       }
       const patch: Partial<repo.NewUpload> = {};
-      if (input.file_title !== undefined) patch.fileTitle = input.file_title.trim();
+      if (input.file_title !== undefined) {
+        const title = visibleText(input.file_title);
+        if (!title) throw badField('file_title', 'file_title must contain a visible character');
+        patch.fileTitle = title;
+      }
       if (input.status !== undefined) patch.status = input.status;
       if (collectionId !== undefined) patch.collectionId = collectionId;
       if (input.is_private !== undefined) patch.isPrivate = input.is_private;
       if (input.confidential !== undefined) patch.confidential = input.confidential;
       if (Object.keys(patch).length === 0) return current;
-      const updated = await repo.updateUpload(tx, id, patch, now);
-      if (!updated) throw notFound('File');
+      // guarded as well: never a deleted file, and a status change only from a settled status
+      const updated = await repo.updateUpload(tx, id, patch, now, patch.status !== undefined ? { statusIn: MUTABLE_STATUSES } : {});
+      if (!updated) throw conflict('The file was deleted or changed status meanwhile; read it again');
       return updated;
     });
   }
@@ -411,12 +431,12 @@ export class UploadsService {
   async remove(auth: AuthContext, id: string): Promise<UploadRow> {
     const now = this.ctx.clock.now();
     const row = await this.ctx.db.transaction(async (tx) => {
-      const current = await repo.findVisibleUpload(tx, auth, id);
+      const current = await repo.findVisibleUpload(tx, auth, id, { lock: true });
       if (!current) throw notFound('File');
       if (!canModify(auth, current)) throw forbidden('Only the owner or a vault administrator may delete this file');
       if (current.status === 'deleted') return current;
       const deleted = await repo.markDeleted(tx, id, now);
-      if (!deleted) throw notFound('File');
+      if (!deleted) return (await repo.findVisibleUpload(tx, auth, id)) ?? current; // deleted meanwhile: the same answer
       return deleted;
     });
     await this.storage.delete(row.storageKey).catch((err: unknown) => this.ctx.log.warn({ err, uploadId: id }, 'could not remove the stored file'));

@@ -11,7 +11,10 @@ import { forbidden } from '../../shared/errors.js';
  * - instance: members of that institution.
  * - account: members of any institution of that account ("account-shared siblings").
  * - is_private: only its owner, whatever the scope.
- * Administrative roles do not widen what a user can read: file contents stay with their audience.
+ * Administrative roles do not widen what a user can read: file contents stay with their audience —
+ * with one exception: the account admin (`vault.admin` over the account, its own account) sees the
+ * account-scope records of its account even without an enrolment, so that it can moderate what the
+ * whole account shares (is_private still keeps a record with its owner).
  * Changing or deleting a record is for its owner, or for an admin with `vault.admin` over its
  * institution (instance scope) or over its whole account (account scope: the account admin; an
  * institution admin administers one institution, not the records the whole account shares).
@@ -35,6 +38,18 @@ export function memberAccountIds(auth: AuthContext): string[] {
   return [...new Set([...auth.memberships.values()].map((m) => m.accountId))];
 }
 
+/** The account whose account-scope records the caller administers without being enrolled there, if any. */
+function moderatedAccountId(auth: AuthContext): string | undefined {
+  return auth.role === 'accountadmin' && canInAccount(auth, 'vault.admin', auth.accountId) ? auth.accountId : undefined;
+}
+
+/** Accounts whose account-scope records the caller sees: those it is enrolled in, and the one it administers. */
+export function accountScopeIds(auth: AuthContext): string[] {
+  const moderated = moderatedAccountId(auth);
+  const ids = memberAccountIds(auth);
+  return moderated && !ids.includes(moderated) ? [...ids, moderated] : ids;
+}
+
 /**
  * SQL condition: the record (table alias given) is visible to the caller. Use it in EVERY vault query
  * that reads uploads, collections or chunks (through their upload).
@@ -44,7 +59,7 @@ export function visibleCondition(auth: AuthContext, alias: string, options: { ha
   const scopes = sql`(
     (${col('scope')} = 'personal' and ${col('owner_user_id')} = ${auth.userId})
     or (${col('scope')} = 'instance' and ${inList(col('institution_id'), memberInstitutionIds(auth))})
-    or (${col('scope')} = 'account' and ${inList(col('account_id'), memberAccountIds(auth))})
+    or (${col('scope')} = 'account' and ${inList(col('account_id'), accountScopeIds(auth))})
   )`;
   if (!options.hasPrivateFlag) return scopes;
   return sql`(${scopes} and (${col('is_private')} = false or ${col('owner_user_id')} = ${auth.userId}))`;
@@ -58,7 +73,7 @@ export function canSee(auth: AuthContext, r: ScopedRecord): boolean {
     case 'instance':
       return r.institutionId !== null && auth.memberships.has(r.institutionId);
     case 'account':
-      return memberAccountIds(auth).includes(r.accountId);
+      return accountScopeIds(auth).includes(r.accountId);
     default:
       return false;
   }

@@ -103,9 +103,10 @@ export function vectorLiteral(v: number[], dimensions: number): string {
 
 /**
  * Whether the stored vectors were made by this embedder (recording it when nothing is recorded yet).
- * `forUpdate` (inside a transaction) locks the state row until the transaction ends.
+ * `lock` (inside a transaction) locks the state row until the transaction ends: 'share' keeps a
+ * re-embed from changing it meanwhile without serialising the writers of vectors among themselves.
  */
-export async function embedderMatches(db: DbOrTx, embedder: Embedder, now: Date, options: { forUpdate?: boolean } = {}): Promise<boolean> {
+export async function embedderMatches(db: DbOrTx, embedder: Embedder, now: Date, options: { lock?: 'share' | 'update' } = {}): Promise<boolean> {
   const state =
     (await readEmbedderState(db, options)) ?? (await recordEmbedderIfAbsent(db, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, now));
   return state.id === embedder.id && state.dimensions === embedder.dimensions;
@@ -220,9 +221,9 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
         if (staged) await deleteChunksOf(tx, uploadId);
         return false;
       }
-      // the model check again, under the row lock of the state: a re-embed or another node's model
-      // cannot slip in between the check and these rows
-      const state = await readEmbedderState(tx, { forUpdate: true });
+      // the model check again, under a share lock of the state row: a re-embed or another node's model
+      // cannot slip in between the check and these rows (other ingestions and chunk edits do not wait)
+      const state = await readEmbedderState(tx, { lock: 'share' });
       if (state && (state.id !== embedder.id || state.dimensions !== embedder.dimensions)) throw new IngestFailure(EMBEDDER_CHANGED_MESSAGE);
       if (!staged) await deleteChunksOf(tx, uploadId); // leftovers of an attempt that died mid-way
       for (let i = 0; i < tail.length; i += INSERT_BATCH_ROWS) await insertChunkBatch(tx, uploadId, tail.slice(i, i + INSERT_BATCH_ROWS), clock.now());
@@ -269,10 +270,19 @@ export function ingestJobHandler(deps: IngestDeps) {
   };
 }
 
-/** A job that failed for good outside the pipeline (e.g. its workers kept dying) ends its upload too. */
+/**
+ * A job that failed for good outside the pipeline (e.g. its workers kept dying) ends its upload too,
+ * and removes the chunks a dead worker may have staged (they would never be activated nor cleaned up).
+ */
 export function ingestGiveUp(deps: Pick<IngestDeps, 'db' | 'clock'>) {
   return async (job: Job, error: string): Promise<void> => {
     const uploadId = typeof job.payload.uploadId === 'string' ? job.payload.uploadId : '';
-    if (uploadId) await markIngestError(deps.db, uploadId, `Ingestion failed: ${oneLine(error)}`, deps.clock.now());
+    if (!uploadId) return;
+    await deps.db.transaction(async (tx) => {
+      const status = await lockUploadStatus(tx, uploadId);
+      if (status === 'processing') await markIngestError(tx, uploadId, `Ingestion failed: ${oneLine(error)}`, deps.clock.now());
+      else if (status !== 'error') return;
+      await deleteChunksOf(tx, uploadId);
+    });
   };
 }

@@ -122,7 +122,7 @@ export async function checkEmbedder(ctx: ReembedContext & { providers: { readonl
 
   const check = await ctx.db.transaction(async (tx): Promise<EmbedderCheck> => {
     await lockEmbedderChanges(tx);
-    const stored = await readEmbedderState(tx);
+    const stored = await readEmbedderState(tx, { lock: 'update' });
     if (matches(stored) && stored?.complete) return { status: 'ok', embedder: embedder.id };
     const chunks = await countChunks(tx);
     if (chunks === 0) {
