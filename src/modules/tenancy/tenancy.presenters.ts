@@ -65,7 +65,7 @@ export function presentInstitution(i: InstitutionRow) {
     creditsUsagePct: usagePct(credits, creditsUsed),
     maxCompletionTokens: i.maxCompletionTokens,
     maxFiles: i.maxFiles,
-    status: i.status,
+    status: i.status as 'active' | 'inactive', // only ever written through the validated schema
     allowJoining: i.allowJoining,
     questionType: i.questionType,
     rtVoice: i.rtVoice,
