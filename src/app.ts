@@ -9,7 +9,7 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { AppConfig } from './config.js';
 import type { AppContext, Providers } from './context.js';
-import { openDatabase, type Database } from './db/client.js';
+import { databaseOptionsFor, openDatabase, type Database } from './db/client.js';
 import { registerErrorHandling } from './http/errors.plugin.js';
 import { registerMetrics } from './http/metrics.plugin.js';
 import type { App } from './http/types.js';
@@ -60,7 +60,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   const clock = options.clock ?? systemClock;
   const ownsDatabase = !options.database;
   const database =
-    options.database ?? (await openDatabase({ databaseUrl: config.databaseUrl, pgliteDataDir: config.databaseUrl ? undefined : `${config.dataDir}/pgdata` }));
+    options.database ?? (await openDatabase(databaseOptionsFor(config)));
   if (!options.skipMigrations) await database.migrate();
 
   const app = Fastify({

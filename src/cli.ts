@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type AppConfig } from './config.js';
-import { openDatabase, type Database } from './db/client.js';
+import { databaseOptionsFor, openDatabase, type Database } from './db/client.js';
 import { serve } from './server.js';
 import { createSuperadmin } from './modules/tenancy/bootstrap.js';
 import { seedDemo } from './modules/tenancy/seed-demo.js';
@@ -18,7 +18,7 @@ Commands:
 Configuration comes from the environment (see README).`;
 
 async function withDatabase<T>(config: AppConfig, fn: (db: Database) => Promise<T>): Promise<T> {
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, pgliteDataDir: config.databaseUrl ? undefined : `${config.dataDir}/pgdata` });
+  const database = await openDatabase(databaseOptionsFor(config));
   try {
     await database.migrate();
     return await fn(database);
@@ -68,7 +68,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
     }
     case 'reembed': {
       const { reembedFromCli } = await import('./modules/vault/ingest/reembed-cli.js');
-      await reembedFromCli(config, out);
+      await withDatabase(config, (database) => reembedFromCli(config, database, out));
       return 0;
     }
     default:

@@ -39,6 +39,11 @@ export interface DatabaseOptions {
   poolSize?: number;
 }
 
+/** Where the configuration puts the database: PostgreSQL when DATABASE_URL is set, else PGlite in DATA_DIR/pgdata. */
+export function databaseOptionsFor(config: { databaseUrl?: string; dataDir: string }): DatabaseOptions {
+  return config.databaseUrl ? { databaseUrl: config.databaseUrl } : { pgliteDataDir: `${config.dataDir}/pgdata` };
+}
+
 const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {

@@ -63,6 +63,19 @@ export function isValidTimezone(tz: string): boolean {
   }
 }
 
+/** Profile fields of a request as user-row changes, trimmed and checked (own profile and admin edits). */
+export function profileChanges(input: Pick<ProfilePatch, 'fname' | 'lname' | 'location' | 'timezone'>): Partial<UserRow> {
+  const changes: Partial<UserRow> = {};
+  if (input.fname !== undefined) changes.fname = input.fname.trim();
+  if (input.lname !== undefined) changes.lname = input.lname.trim();
+  if (input.location !== undefined) changes.location = input.location.trim();
+  if (input.timezone !== undefined) {
+    if (!isValidTimezone(input.timezone)) throw badField('timezone', `timezone must be an IANA time zone name (got "${input.timezone}")`);
+    changes.timezone = input.timezone;
+  }
+  return changes;
+}
+
 export class IdentityService {
   secondFactor?: LoginSecondFactor;
   onMfaDisabled?: MfaDisabledHook;
@@ -145,14 +158,7 @@ export class IdentityService {
   async updateMe(auth: AuthContext, patch: ProfilePatch): Promise<UserRow> {
     const now = this.ctx.clock.now();
     const user = this.me(auth);
-    const changes: Partial<UserRow> = {};
-    if (patch.fname !== undefined) changes.fname = patch.fname.trim();
-    if (patch.lname !== undefined) changes.lname = patch.lname.trim();
-    if (patch.location !== undefined) changes.location = patch.location.trim();
-    if (patch.timezone !== undefined) {
-      if (!isValidTimezone(patch.timezone)) throw badField('timezone', `timezone must be an IANA time zone name (got "${patch.timezone}")`);
-      changes.timezone = patch.timezone;
-    }
+    const changes: Partial<UserRow> = profileChanges(patch);
     if (patch.password !== undefined) {
       if (!patch.currentPassword || !(await verifyPassword(user.passwordHash, patch.currentPassword))) {
         throw forbidden('currentPassword is required and must be correct to change the password');

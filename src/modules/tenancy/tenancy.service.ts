@@ -6,7 +6,7 @@ import { envelope } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { endCredentials } from '../identity/credentials.js';
 import { findMembership, findUserByEmail, findUserById, updateUser } from '../identity/identity.repository.js';
-import { isValidTimezone } from '../identity/identity.service.js';
+import { profileChanges } from '../identity/identity.service.js';
 import { hashPassword } from '../identity/passwords.js';
 import { canInAccount, canInInstitution, holdsPermission, type GlobalRole } from './permissions.js';
 import {
@@ -338,7 +338,7 @@ export class TenancyService {
       }
     }
     if (input.credits && !canInAccount(auth, 'users.credits', account.id)) throw forbidden('Missing permission users.credits on this account');
-    if (input.timezone !== undefined && !isValidTimezone(input.timezone)) throw badField('timezone', `timezone must be an IANA time zone name (got "${input.timezone}")`);
+    const profile = profileChanges(input);
 
     const email = input.email.trim();
     if (await findUserByEmail(this.db, email)) throw conflict('A user with this e-mail address already exists');
@@ -352,10 +352,7 @@ export class TenancyService {
           accountId: account.id,
           email,
           passwordHash,
-          fname: input.fname.trim(),
-          lname: input.lname.trim(),
-          location: input.location?.trim() ?? '',
-          timezone: input.timezone ?? 'UTC',
+          ...profile,
           role,
           credits: input.credits ?? 0,
           currentInstitutionId: wanted[0] ?? null,
@@ -381,14 +378,7 @@ export class TenancyService {
   async updateUser(auth: AuthContext, id: string, input: PatchUserInput) {
     const { user, memberships } = await this.loadUser(id);
     assertUserWrite(auth, 'users.edit', user, memberships);
-    const patch: Partial<repo.UserRow> = {};
-    if (input.fname !== undefined) patch.fname = input.fname.trim();
-    if (input.lname !== undefined) patch.lname = input.lname.trim();
-    if (input.location !== undefined) patch.location = input.location.trim();
-    if (input.timezone !== undefined) {
-      if (!isValidTimezone(input.timezone)) throw badField('timezone', `timezone must be an IANA time zone name (got "${input.timezone}")`);
-      patch.timezone = input.timezone;
-    }
+    const patch: Partial<repo.UserRow> = profileChanges(input);
     if (input.role !== undefined && input.role !== user.role) {
       assertGrantable(auth, input.role);
       patch.role = input.role;
