@@ -47,6 +47,13 @@ export const PageFields = {
   pageSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, default: 100, description: 'Items per page (1 to 5000)' })),
 };
 
+/** The page a listing asked for (schema defaults: page 1, 100 per page) as SQL limit and offset. */
+export function pageWindow(query: { page?: number; pageSize?: number }) {
+  const page = query.page ?? 1;
+  const pageSize = query.pageSize ?? 100;
+  return { page, pageSize, limit: pageSize, offset: (page - 1) * pageSize };
+}
+
 export function envelope<T>(data: T[], total: number, page: number, pageSize: number, message = 'OK') {
   return { success: true, data, total, hasMore: page * pageSize < total, page, pageSize, message };
 }

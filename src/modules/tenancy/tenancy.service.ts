@@ -2,7 +2,7 @@ import type { AppContext } from '../../context.js';
 import type { InstitutionRow } from './tenancy.repository.js';
 import { badField, conflict, forbidden, notFound, validationFailed } from '../../shared/errors.js';
 import { newId, newPublicId } from '../../shared/ids.js';
-import { envelope } from '../../shared/schemas.js';
+import { envelope, pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { endCredentials } from '../identity/credentials.js';
 import { findMembership, findUserByEmail, findUserById, updateUser } from '../identity/identity.repository.js';
@@ -189,14 +189,13 @@ export class TenancyService {
   async listAccounts(auth: AuthContext, input: AccountsListInput) {
     const scope = listingScope(auth, 'accounts.read');
     const minimum = input.minimum === true;
-    const page = minimum ? 1 : (input.page ?? 1);
-    const pageSize = input.pageSize ?? 100;
+    const { page, pageSize, limit, offset } = pageWindow(minimum ? { ...input, page: 1 } : input);
     // The term is matched literally, spaces included; a blank term is no filter.
     const search = input.accountsearch?.trim() ? input.accountsearch : undefined;
     const { rows, total } = await repo.listAccounts(
       this.db,
       { accountIds: scope.all ? null : scope.accountIds, search, activeOnly: input.activeOnly === true },
-      minimum ? null : { limit: pageSize, offset: (page - 1) * pageSize },
+      minimum ? null : { limit, offset },
     );
     const usage = input.insitutionsUsage ? await repo.institutionsUsage(this.db, rows.map((r) => r.id)) : null;
     const data = rows.map((a) => {
@@ -269,13 +268,12 @@ export class TenancyService {
 
   async listInstitutions(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; search?: string }) {
     const scope = listingScope(auth, 'institutions.read');
-    const page = query.page ?? 1;
-    const pageSize = query.pageSize ?? 100;
+    const { page, pageSize, limit, offset } = pageWindow(query);
     const search = query.search?.trim() ? query.search : undefined;
     const { rows, total } = await repo.listInstitutions(
       this.db,
       { scope, accountIds: idList(query.account), search },
-      { limit: pageSize, offset: (page - 1) * pageSize },
+      { limit, offset },
     );
     return envelope(rows.map(presentInstitution), total, page, pageSize);
   }
@@ -405,13 +403,12 @@ export class TenancyService {
 
   async listUsers(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; institution?: string; search?: string }) {
     const scope = listingScope(auth, 'users.read');
-    const page = query.page ?? 1;
-    const pageSize = query.pageSize ?? 100;
+    const { page, pageSize, limit, offset } = pageWindow(query);
     const search = query.search?.trim() ? query.search : undefined;
     const { rows, total } = await repo.listUsers(
       this.db,
       { scope, accountIds: idList(query.account), institutionId: query.institution, search },
-      { limit: pageSize, offset: (page - 1) * pageSize },
+      { limit, offset },
     );
     const memberships = await repo.membershipsOfUsers(this.db, rows.map((r) => r.id));
     return envelope(

@@ -2,7 +2,7 @@ import type { AppContext } from '../../context.js';
 import { buildSanitizeRequest } from '../../providers/llm/index.js';
 import { UpstreamError } from '../../providers/llm/types.js';
 import { badField, conflict, forbidden, notFound, upstreamFailed } from '../../shared/errors.js';
-import { envelope } from '../../shared/schemas.js';
+import { envelope, pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import * as repo from './chunks.repository.js';
 import type { ChunkRow, ChunkUpload } from './chunks.repository.js';
@@ -38,7 +38,8 @@ export class ChunksService {
 
   async listForUpload(auth: AuthContext, uploadId: string, page: number, pageSize: number) {
     if (!(await repo.isUploadVisible(this.ctx.db, auth, uploadId))) throw notFound('File');
-    const { rows, total } = await repo.listChunks(this.ctx.db, uploadId, (page - 1) * pageSize, pageSize);
+    const { offset } = pageWindow({ page, pageSize });
+    const { rows, total } = await repo.listChunks(this.ctx.db, uploadId, offset, pageSize);
     return envelope(rows.map(presentChunk), total, page, pageSize);
   }
 

@@ -52,8 +52,8 @@ export async function listVisibleUploads(
   db: DbOrTx,
   auth: AuthContext,
   f: UploadListFilters,
-  page: number,
-  pageSize: number,
+  limit: number,
+  offset: number,
 ): Promise<{ rows: UploadRow[]; total: number }> {
   const conds: SQL[] = [visibleUpload(auth)];
   if (f.scope) conds.push(sql`${uploads.scope} = ${f.scope}`);
@@ -76,8 +76,8 @@ export async function listVisibleUploads(
     .from(uploads)
     .where(where)
     .orderBy(desc(uploads.createdAt), desc(uploads.id))
-    .limit(pageSize)
-    .offset((page - 1) * pageSize);
+    .limit(limit)
+    .offset(offset);
   return { rows, total: Number(count?.n ?? 0) };
 }
 

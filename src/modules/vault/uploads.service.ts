@@ -6,6 +6,7 @@ import { BlobNotFoundError, uploadKey, type BlobStorage } from '../../providers/
 import type { DbOrTx } from '../../db/client.js';
 import { badField, conflict, forbidden, notFound, payloadTooLarge, validationFailed } from '../../shared/errors.js';
 import { isUuid, newId } from '../../shared/ids.js';
+import { pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { canInInstitution } from '../tenancy/permissions.js';
 import { findVisibleCollection, type CollectionRef } from './collections.repository.js';
@@ -337,8 +338,7 @@ export class UploadsService {
    * with status=deleted.
    */
   async list(auth: AuthContext, q: ListUploadsInput) {
-    const page = q.page ?? 1;
-    const pageSize = q.pageSize ?? 100;
+    const { page, pageSize, limit, offset } = pageWindow(q);
     const filters: UploadListFilters = { scope: q.scope };
     const institutionId = q.institution ?? auth.institutionId ?? undefined;
     if (q.scope !== 'personal' && institutionId) {
@@ -352,7 +352,7 @@ export class UploadsService {
     else if (q.collection) filters.collectionId = q.collection;
     filters.status = q.status;
     if (q.fileNameSearch) filters.fileNameSearch = q.fileNameSearch;
-    const { rows, total } = await repo.listVisibleUploads(this.ctx.db, auth, filters, page, pageSize);
+    const { rows, total } = await repo.listVisibleUploads(this.ctx.db, auth, filters, limit, offset);
     return { rows, total, page, pageSize };
   }
 
