@@ -336,3 +336,54 @@ export const systemState = pgTable('system_state', {
   value: jsonb('value').notNull(),
   updatedAt: updated(),
 });
+
+// ───────────────────────────── credits ─────────────────────────────
+
+/**
+ * Every movement of credits is one row here, written in the same transaction as the atomic balance
+ * change it records, so any balance can be re-derived: balance = sum(delta) of its rows.
+ * Exactly one of userId / institutionId names the balance that moved.
+ * kind: opening (balance found when the ledger was introduced) | topup (superadmin mint) |
+ * transfer_out / transfer_in (an admin moves credits it holds) | award (creditAward on first enrolment) |
+ * reserve / release / charge (Q&A: reservation of the maximum, release of the rest) | correction.
+ */
+export const creditLedger = pgTable(
+  'credit_ledger',
+  {
+    id: id(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    userId: text('user_id').references(() => users.id, { onDelete: 'cascade' }),
+    institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'cascade' }),
+    delta: numeric('delta', { precision: 20, scale: 4, mode: 'number' }).notNull(),
+    kind: text('kind').notNull(),
+    /** Who caused it (admin for top-ups and transfers, the asking user for Q&A). */
+    actorUserId: text('actor_user_id'),
+    /** What it belongs to: a history record, a transfer pair, a request id. */
+    refId: text('ref_id'),
+    note: text('note'),
+    createdAt: created(),
+  },
+  (t) => [
+    index('credit_ledger_user_idx').on(t.userId, t.createdAt),
+    index('credit_ledger_institution_idx').on(t.institutionId, t.createdAt),
+    index('credit_ledger_ref_idx').on(t.refId),
+  ],
+);
+
+/** A user's creditAward from an institution is paid once per (user, institution), ever: the primary key enforces it. */
+export const creditAwards = pgTable(
+  'credit_awards',
+  {
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    institutionId: text('institution_id')
+      .notNull()
+      .references(() => institutions.id, { onDelete: 'cascade' }),
+    amount: numeric('amount', { precision: 20, scale: 4, mode: 'number' }).notNull(),
+    createdAt: created(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.institutionId] })],
+);
