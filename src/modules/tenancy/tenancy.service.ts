@@ -3,6 +3,7 @@ import type { InstitutionRow } from './tenancy.repository.js';
 import { badField, conflict, forbidden, notFound, validationFailed } from '../../shared/errors.js';
 import { newId, newPublicId } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
+import { ALL_RECORDS } from '../../platform/invalidation.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { endCredentials } from '../identity/credentials.js';
 import { findMembership, findUserByEmail, findUserById, updateUser } from '../identity/identity.repository.js';
@@ -184,6 +185,8 @@ export class TenancyService {
     assertAccount(auth, 'accounts.delete', account.id);
     if (account.id === auth.accountId) throw forbidden('You cannot delete the account you belong to');
     if (!(await repo.deleteAccount(this.db, account.id))) throw notFound('Account');
+    // Its institutions went with it (cascade): caches drop every institution.
+    await this.ctx.invalidation.publish('institution', { id: ALL_RECORDS });
   }
 
   async listAccounts(auth: AuthContext, input: AccountsListInput) {
@@ -257,6 +260,7 @@ export class TenancyService {
     }
     const row = Object.keys(patch).length > 0 ? await repo.updateInstitution(this.db, institution.id, patch, this.now()) : institution;
     if (!row) throw notFound('Institution');
+    if (row !== institution) await this.ctx.invalidation.publish('institution', { id: institution.id });
     return presentInstitution(row);
   }
 
@@ -264,6 +268,7 @@ export class TenancyService {
     const institution = await this.loadInstitution(id);
     assertInstitution(auth, 'institutions.delete', institution);
     if (!(await repo.deleteInstitution(this.db, institution.id))) throw notFound('Institution');
+    await this.ctx.invalidation.publish('institution', { id: institution.id });
   }
 
   async listInstitutions(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; search?: string }) {

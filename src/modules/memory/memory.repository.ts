@@ -1,0 +1,153 @@
+import { and, asc, desc, eq, inArray, or, sql, type SQL } from 'drizzle-orm';
+import type { Db, DbOrTx } from '../../db/client.js';
+import { institutions, memberships, memoryParams, users } from '../../db/schema.js';
+
+export type MemoryRow = typeof memoryParams.$inferSelect;
+
+/** A memory row with what presenting and authorizing it needs from its institution. */
+export interface MemoryWithInstitution extends MemoryRow {
+  institutionName: string | null;
+  institutionAiname: string | null;
+  institutionPicture: string | null;
+  institutionAccountId: string | null;
+}
+
+const columns = {
+  id: memoryParams.id,
+  authorUserId: memoryParams.authorUserId,
+  institutionId: memoryParams.institutionId,
+  keyName: memoryParams.keyName,
+  keyValue: memoryParams.keyValue,
+  keyDescription: memoryParams.keyDescription,
+  keyNamespace: memoryParams.keyNamespace,
+  shared: memoryParams.shared,
+  createdAt: memoryParams.createdAt,
+  updatedAt: memoryParams.updatedAt,
+  institutionName: institutions.name,
+  institutionAiname: institutions.ainame,
+  institutionPicture: institutions.picture,
+  institutionAccountId: institutions.accountId,
+};
+
+/** Safety bound of GET /api/user/memory (documented on the route). */
+export const USER_MEMORY_LIMIT = 5000;
+
+/**
+ * The caller's personal rows and the shared rows of every institution they belong to, newest first.
+ * Prepared once per database handle: it runs on every GET /api/user/memory, and building the SQL
+ * costs more than running it on the embedded database. Membership is read in the same statement.
+ */
+const prepared = new WeakMap<Db, ReturnType<typeof buildListQuery>>();
+
+function buildListQuery(db: Db) {
+  const userId = sql.placeholder('userId');
+  return db
+    .select(columns)
+    .from(memoryParams)
+    .leftJoin(institutions, eq(institutions.id, memoryParams.institutionId))
+    .where(
+      or(
+        and(eq(memoryParams.authorUserId, userId), eq(memoryParams.shared, false)),
+        and(
+          eq(memoryParams.shared, true),
+          inArray(memoryParams.institutionId, db.select({ id: memberships.institutionId }).from(memberships).where(eq(memberships.userId, userId))),
+        ),
+      ),
+    )
+    .orderBy(desc(memoryParams.createdAt), desc(memoryParams.id))
+    .limit(USER_MEMORY_LIMIT)
+    .prepare('memory_list_for_user');
+}
+
+export async function listVisibleToUser(db: Db, userId: string): Promise<MemoryWithInstitution[]> {
+  let q = prepared.get(db);
+  if (!q) prepared.set(db, (q = buildListQuery(db)));
+  return q.execute({ userId });
+}
+
+export async function findWithInstitution(db: DbOrTx, id: string): Promise<MemoryWithInstitution | undefined> {
+  const [row] = await db.select(columns).from(memoryParams).leftJoin(institutions, eq(institutions.id, memoryParams.institutionId)).where(eq(memoryParams.id, id)).limit(1);
+  return row;
+}
+
+export async function insertMemory(db: DbOrTx, row: typeof memoryParams.$inferInsert): Promise<MemoryRow> {
+  const [created] = await db.insert(memoryParams).values(row).returning();
+  return created!;
+}
+
+export async function updateMemory(db: DbOrTx, id: string, patch: Partial<typeof memoryParams.$inferInsert>, now: Date): Promise<MemoryRow | undefined> {
+  const [row] = await db.update(memoryParams).set({ ...patch, updatedAt: now }).where(eq(memoryParams.id, id)).returning();
+  return row;
+}
+
+export async function deleteMemory(db: DbOrTx, id: string): Promise<boolean> {
+  const rows = await db.delete(memoryParams).where(eq(memoryParams.id, id)).returning({ id: memoryParams.id });
+  return rows.length > 0;
+}
+
+/** Every row authored by a user (admin listing), oldest institution groups first is the presenter's job. */
+export async function listAuthoredBy(db: DbOrTx, userId: string): Promise<MemoryWithInstitution[]> {
+  return db
+    .select(columns)
+    .from(memoryParams)
+    .leftJoin(institutions, eq(institutions.id, memoryParams.institutionId))
+    .where(eq(memoryParams.authorUserId, userId))
+    .orderBy(asc(memoryParams.shared), asc(institutions.name), asc(memoryParams.institutionId), desc(memoryParams.createdAt), desc(memoryParams.id));
+}
+
+export async function listSharedOfInstitution(db: DbOrTx, institutionId: string, paging: { limit: number; offset: number }): Promise<{ rows: MemoryWithInstitution[]; total: number }> {
+  const where = and(eq(memoryParams.institutionId, institutionId), eq(memoryParams.shared, true));
+  const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(memoryParams).where(where);
+  const rows = await db
+    .select(columns)
+    .from(memoryParams)
+    .leftJoin(institutions, eq(institutions.id, memoryParams.institutionId))
+    .where(where)
+    .orderBy(desc(memoryParams.createdAt), desc(memoryParams.id))
+    .limit(paging.limit)
+    .offset(paging.offset);
+  return { rows, total: Number(counted?.n ?? 0) };
+}
+
+export interface BulkSelection {
+  /** Rows of this author, or shared rows of this institution. */
+  authorUserId?: string;
+  institutionId?: string;
+  ids?: readonly string[];
+  namespace?: string;
+  shared?: boolean;
+}
+
+/** A candidate of a bulk delete, locked until the transaction ends, with the author's home account. */
+export interface BulkCandidate extends MemoryWithInstitution {
+  authorAccountId: string;
+}
+
+/** Candidates of a bulk delete, locked FOR UPDATE in the caller's transaction. */
+export async function lockCandidates(tx: DbOrTx, s: BulkSelection): Promise<BulkCandidate[]> {
+  const conditions: SQL[] = [];
+  if (s.authorUserId) conditions.push(eq(memoryParams.authorUserId, s.authorUserId));
+  if (s.institutionId) conditions.push(eq(memoryParams.institutionId, s.institutionId), eq(memoryParams.shared, true));
+  if (s.ids) conditions.push(s.ids.length > 0 ? inArray(memoryParams.id, [...s.ids]) : sql`false`);
+  if (s.namespace !== undefined) conditions.push(eq(memoryParams.keyNamespace, s.namespace));
+  if (s.shared !== undefined) conditions.push(eq(memoryParams.shared, s.shared));
+  return tx
+    .select({ ...columns, authorAccountId: users.accountId })
+    .from(memoryParams)
+    .innerJoin(users, eq(users.id, memoryParams.authorUserId))
+    .leftJoin(institutions, eq(institutions.id, memoryParams.institutionId))
+    .where(and(...conditions))
+    .for('update', { of: memoryParams });
+}
+
+export async function deleteMany(tx: DbOrTx, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const rows = await tx.delete(memoryParams).where(inArray(memoryParams.id, [...ids])).returning({ id: memoryParams.id });
+  return rows.length;
+}
+
+/** The institutions a user is enrolled in (to decide who administers them). */
+export async function institutionIdsOfUser(db: DbOrTx, userId: string): Promise<string[]> {
+  const rows = await db.select({ id: memberships.institutionId }).from(memberships).where(eq(memberships.userId, userId));
+  return rows.map((r) => r.id);
+}
