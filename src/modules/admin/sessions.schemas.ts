@@ -12,7 +12,9 @@ export const SessionsListBody = Type.Object({
       description: '[startDate, endDate]: sessions active during the range (created before its end, last active after its start). Default: the last 30 days',
     }),
   ),
-  ...PageFields,
+  page: PageFields.page,
+  // No schema default here: a default would always win over the deprecated limitsearch alias.
+  pageSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, description: 'Items per page (1 to 5000; default 100)' })),
   limitsearch: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, deprecated: true, description: 'Deprecated alias of pageSize (pageSize wins when both are given)' })),
 });
 export type SessionsListInput = Static<typeof SessionsListBody>;
