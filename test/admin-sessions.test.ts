@@ -7,7 +7,7 @@ import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from '
 describe('POST /api/admin/sessions', () => {
   let t: TestApp;
   let w: Awaited<ReturnType<typeof makeWorld>>;
-  const tok: Record<string, string> = {};
+  const tok = {} as Record<'root' | 'adminA' | 'adminB' | 'instAdminA1' | 'userA1' | 'userA2' | 'userB1' | 'odd' | 'under', string>;
   let oddA1: Awaited<ReturnType<typeof makeUser>>;
   let underA2: Awaited<ReturnType<typeof makeUser>>;
   let oldSessionId = '';
@@ -36,7 +36,7 @@ describe('POST /api/admin/sessions', () => {
     oddA1 = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' }, fields: { fname: 'Per%cent', lname: 'Dot.Star' } });
     underA2 = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a2.id]: 'user' }, fields: { fname: 'Under_score', lname: 'Plain' } });
     for (const [name, user] of Object.entries({ root: w.superadmin, adminA: w.accountAdminA, adminB: w.accountAdminB, instAdminA1: w.adminA1, userA1: w.userA1, userA2: w.userA2, userB1: w.userB1, odd: oddA1, under: underA2 })) {
-      tok[name] = (await login(t.app, user.email)).accessToken;
+      tok[name as keyof typeof tok] = (await login(t.app, user.email)).accessToken;
     }
     // a session of userA1 that ended 45 days ago (outside the default range of 30 days)
     oldSessionId = newId();

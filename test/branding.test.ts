@@ -11,7 +11,7 @@ import { bearer, login, makeInstitution, makeWorld, startTestApp, type TestApp }
 describe('context lookup and branding', () => {
   let t: TestApp;
   let w: Awaited<ReturnType<typeof makeWorld>>;
-  const tok: Record<string, string> = {};
+  const tok = {} as Record<'root' | 'adminA' | 'userA1' | 'userB1', string>;
   const CONTEXT = 'https://lms.example.edu/courses/42';
 
   const branding = (publicId: unknown, headers: Record<string, string> = {}) =>
@@ -38,7 +38,7 @@ describe('context lookup and branding', () => {
     await t.database.db.update(institutions).set({ ltiContextIds: [CONTEXT] }).where(eq(institutions.id, w.a2.id));
     await t.database.db.update(institutions).set({ ltiContextIds: ['https://beta.example/law'] }).where(eq(institutions.id, w.b1.id));
     for (const [name, user] of Object.entries({ root: w.superadmin, adminA: w.accountAdminA, userA1: w.userA1, userB1: w.userB1 })) {
-      tok[name] = (await login(t.app, user.email)).accessToken;
+      tok[name as keyof typeof tok] = (await login(t.app, user.email)).accessToken;
     }
   });
   after(() => t.close());

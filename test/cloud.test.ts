@@ -37,7 +37,7 @@ describe('cloud-services token: store encrypted, revoke best effort', () => {
   let t: TestApp;
   let w: Awaited<ReturnType<typeof makeWorld>>;
   let stub: Awaited<ReturnType<typeof startProviderStub>>;
-  const tok: Record<string, string> = {};
+  const tok = {} as Record<'adminA' | 'adminB' | 'instAdminA1' | 'userA1', string>;
 
   const store = (institutionId: string, token: string | undefined, payload: unknown) =>
     t.app.inject({ method: 'PUT', url: `/api/admin/institution/${institutionId}/cloudprovider`, headers: token ? bearer(token) : {}, payload: payload as object });
@@ -65,7 +65,7 @@ describe('cloud-services token: store encrypted, revoke best effort', () => {
     });
     w = await makeWorld(t.database);
     for (const [name, user] of Object.entries({ adminA: w.accountAdminA, adminB: w.accountAdminB, instAdminA1: w.adminA1, userA1: w.userA1 })) {
-      tok[name] = (await login(t.app, user.email)).accessToken;
+      tok[name as keyof typeof tok] = (await login(t.app, user.email)).accessToken;
     }
   });
   after(async () => {

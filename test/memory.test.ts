@@ -11,7 +11,7 @@ describe('memory parameters', () => {
   let t: TestApp;
   let w: Awaited<ReturnType<typeof makeWorld>>;
   let otherMemberA1: Awaited<ReturnType<typeof makeUser>>;
-  const tok: Record<string, string> = {};
+  const tok = {} as Record<'root' | 'adminA' | 'adminB' | 'instAdminA1' | 'userA1' | 'otherA1' | 'userA2', string>;
 
   const call = (method: Method, url: string, token?: string, payload?: unknown) =>
     t.app.inject({ method, url, headers: token ? bearer(token) : {}, ...(payload !== undefined ? { payload: payload as object } : {}) });
@@ -45,7 +45,7 @@ describe('memory parameters', () => {
       otherA1: otherMemberA1,
       userA2: w.userA2,
     })) {
-      tok[name] = (await login(t.app, user.email)).accessToken;
+      tok[name as keyof typeof tok] = (await login(t.app, user.email)).accessToken;
     }
   });
   after(() => t.close());

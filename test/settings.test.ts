@@ -10,7 +10,7 @@ type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 describe('settings (instance variables)', () => {
   let t: TestApp;
   let w: Awaited<ReturnType<typeof makeWorld>>;
-  const tok: Record<string, string> = {};
+  const tok = {} as Record<'adminA' | 'instAdminA1' | 'userA1' | 'otherA1' | 'userA2' | 'userB1' | 'root', string>;
 
   const call = (method: Method, url: string, token?: string, payload?: unknown, headers: Record<string, string> = {}) =>
     t.app.inject({ method, url, headers: { ...(token ? bearer(token) : {}), ...headers }, ...(payload !== undefined ? { payload: payload as object } : {}) });
@@ -33,7 +33,7 @@ describe('settings (instance variables)', () => {
     w = await makeWorld(t.database);
     const otherA1 = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
     for (const [name, user] of Object.entries({ adminA: w.accountAdminA, instAdminA1: w.adminA1, userA1: w.userA1, otherA1, userA2: w.userA2, userB1: w.userB1, root: w.superadmin })) {
-      tok[name] = (await login(t.app, user.email)).accessToken;
+      tok[name as keyof typeof tok] = (await login(t.app, user.email)).accessToken;
     }
   });
   after(() => t.close());

@@ -55,7 +55,7 @@ describe('SSO providers with SSO_TEST_ALLOW_PRIVATE=true (providers on loopback)
   let t: TestApp;
   let w: Awaited<ReturnType<typeof makeWorld>>;
   let idp: Awaited<ReturnType<typeof startIdpStub>>;
-  const tok: Record<string, string> = {};
+  const tok = {} as Record<'root' | 'adminA' | 'adminB' | 'instAdminA1' | 'userA1', string>;
 
   const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, token?: string, payload?: unknown) =>
     t.app.inject({ method, url, headers: token ? bearer(token) : {}, ...(payload !== undefined ? { payload: payload as object } : {}) });
@@ -75,7 +75,7 @@ describe('SSO providers with SSO_TEST_ALLOW_PRIVATE=true (providers on loopback)
     t = await startTestApp({ env: { SSO_TEST_ALLOW_PRIVATE: 'true', LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '10000' } });
     w = await makeWorld(t.database);
     for (const [name, user] of Object.entries({ root: w.superadmin, adminA: w.accountAdminA, adminB: w.accountAdminB, instAdminA1: w.adminA1, userA1: w.userA1 })) {
-      tok[name] = (await login(t.app, user.email)).accessToken;
+      tok[name as keyof typeof tok] = (await login(t.app, user.email)).accessToken;
     }
   });
   after(async () => {
