@@ -232,4 +232,41 @@ describe('memory parameters', () => {
     assert.equal(await rowExists(mineA1._id), false);
     assert.equal(await rowExists(inA2._id), true);
   });
+
+  test('the list is cached per author and per institution, and every write path invalidates it', async () => {
+    const writer = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const wt = (await login(t.app, writer.email)).accessToken;
+    const visible = async (token: string) => (await call('GET', '/api/user/memory', token)).json().data as any[];
+    const shared = await create(wt, { key_name: 'cached', key_value: '1', shared: true });
+    assert.ok((await visible(tok.otherA1)).some((r) => r._id === shared._id));
+
+    // a row written behind the service's back is not seen: the answer comes from the cache
+    const hidden = newId();
+    await t.database.db.insert(memoryParams).values({ id: hidden, authorUserId: writer.id, institutionId: w.a1.id, keyName: 'hidden', keyValue: '1', shared: true });
+    assert.ok(!(await visible(tok.otherA1)).some((r) => r._id === hidden));
+    // a write through the API invalidates the institution's list
+    const second = await create(wt, { key_name: 'second', key_value: '1', shared: true });
+    const after = await visible(tok.otherA1);
+    assert.ok(after.some((r) => r._id === hidden) && after.some((r) => r._id === second._id));
+
+    // personal rows: create, update, delete are seen at once by their author
+    const personal = await create(wt, { key_name: 'mine', key_value: 'v1' });
+    assert.equal((await visible(wt)).find((r) => r._id === personal._id)?.key_value, 'v1');
+    await call('PUT', `/api/user/memory/${personal._id}`, wt, { key_value: 'v2' });
+    assert.equal((await visible(wt)).find((r) => r._id === personal._id)?.key_value, 'v2');
+
+    // an admin bulk delete
+    await call('DELETE', `/api/admin/memory/institution/${w.a1.id}`, tok.instAdminA1, { ids: [second._id] });
+    assert.ok(!(await visible(tok.otherA1)).some((r) => r._id === second._id));
+
+    // renaming the institution changes the institution object of its shared rows
+    const renamed = await call('PATCH', `/api/admin/institution/${w.a1.id}`, tok.adminA, { ainame: 'Isaac' });
+    assert.equal(renamed.statusCode, 200);
+    assert.equal((await visible(tok.otherA1)).find((r) => r._id === shared._id)?.institution.ainame, 'Isaac');
+
+    // deleting the writer deletes their shared rows (cascade): other members stop seeing them
+    assert.equal((await call('DELETE', `/api/admin/user/${writer.id}`, tok.adminA)).statusCode, 200);
+    const gone = await visible(tok.otherA1);
+    assert.ok(!gone.some((r) => r._id === shared._id || r._id === hidden));
+  });
 });

@@ -7,7 +7,13 @@
  * implementation of the same interface (publish to a channel per topic, subscribers call the same
  * handlers) also reaches the caches of the other nodes; the writers and the caches do not change.
  */
-export type InvalidationTopic = 'institution';
+/**
+ * institution: an institution changed or was deleted (id: the institution).
+ * user: a user was deleted (id: the user), with everything that cascades from it.
+ * memory-personal: personal memory rows of a user changed (id: the author).
+ * memory-shared: shared memory rows of an institution changed (id: the institution).
+ */
+export type InvalidationTopic = 'institution' | 'user' | 'memory-personal' | 'memory-shared';
 
 export interface InvalidationMessage {
   /** Id of the changed record; `*` means every record of the topic (e.g. after a cascade delete). */

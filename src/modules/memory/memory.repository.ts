@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db, DbOrTx } from '../../db/client.js';
 import { institutions, memberships, memoryParams, users } from '../../db/schema.js';
 
@@ -33,36 +33,45 @@ const columns = {
 export const USER_MEMORY_LIMIT = 5000;
 
 /**
- * The caller's personal rows and the shared rows of every institution they belong to, newest first.
- * Prepared once per database handle: it runs on every GET /api/user/memory, and building the SQL
- * costs more than running it on the embedded database. Membership is read in the same statement.
+ * GET /api/user/memory reads two kinds of rows, each with one prepared statement (built once per
+ * database handle: building the SQL costs more than running it on the embedded database), and the
+ * memory cache keeps the results: the personal rows of an author, the shared rows of an institution.
  */
-const prepared = new WeakMap<Db, ReturnType<typeof buildListQuery>>();
+const preparedPersonal = new WeakMap<Db, ReturnType<typeof buildPersonalQuery>>();
+const preparedShared = new WeakMap<Db, ReturnType<typeof buildSharedQuery>>();
 
-function buildListQuery(db: Db) {
-  const userId = sql.placeholder('userId');
+function buildPersonalQuery(db: Db) {
   return db
     .select(columns)
     .from(memoryParams)
     .leftJoin(institutions, eq(institutions.id, memoryParams.institutionId))
-    .where(
-      or(
-        and(eq(memoryParams.authorUserId, userId), eq(memoryParams.shared, false)),
-        and(
-          eq(memoryParams.shared, true),
-          inArray(memoryParams.institutionId, db.select({ id: memberships.institutionId }).from(memberships).where(eq(memberships.userId, userId))),
-        ),
-      ),
-    )
+    .where(and(eq(memoryParams.authorUserId, sql.placeholder('userId')), eq(memoryParams.shared, false)))
     .orderBy(desc(memoryParams.createdAt), desc(memoryParams.id))
     .limit(USER_MEMORY_LIMIT)
-    .prepare('memory_list_for_user');
+    .prepare('memory_personal_of_user');
 }
 
-export async function listVisibleToUser(db: Db, userId: string): Promise<MemoryWithInstitution[]> {
-  let q = prepared.get(db);
-  if (!q) prepared.set(db, (q = buildListQuery(db)));
+function buildSharedQuery(db: Db) {
+  return db
+    .select(columns)
+    .from(memoryParams)
+    .leftJoin(institutions, eq(institutions.id, memoryParams.institutionId))
+    .where(and(eq(memoryParams.institutionId, sql.placeholder('institutionId')), eq(memoryParams.shared, true)))
+    .orderBy(desc(memoryParams.createdAt), desc(memoryParams.id))
+    .limit(USER_MEMORY_LIMIT)
+    .prepare('memory_shared_of_institution');
+}
+
+export async function listPersonalOf(db: Db, userId: string): Promise<MemoryWithInstitution[]> {
+  let q = preparedPersonal.get(db);
+  if (!q) preparedPersonal.set(db, (q = buildPersonalQuery(db)));
   return q.execute({ userId });
+}
+
+export async function listSharedOf(db: Db, institutionId: string): Promise<MemoryWithInstitution[]> {
+  let q = preparedShared.get(db);
+  if (!q) preparedShared.set(db, (q = buildSharedQuery(db)));
+  return q.execute({ institutionId });
 }
 
 export async function findWithInstitution(db: DbOrTx, id: string): Promise<MemoryWithInstitution | undefined> {

@@ -17,6 +17,7 @@ import {
   MEMORY_READ,
   sharedPlacement,
 } from './memory.policy.js';
+import { MemoryCache } from './memory.cache.js';
 import { presentMemory, presentMemoryInstitution } from './memory.presenters.js';
 import * as repo from './memory.repository.js';
 import type { BulkDeleteInput, CreateMemoryInput, UpdateMemoryInput } from './memory.schemas.js';
@@ -28,8 +29,30 @@ function trimmed(field: string, value: string | undefined): string | undefined {
   return t;
 }
 
+type Placement = Pick<repo.MemoryRow, 'authorUserId' | 'shared' | 'institutionId'>;
+
+/** Newest first, then by id (ids are UUIDv7: time-ordered), as the database orders them. */
+const newestFirst = (a: repo.MemoryWithInstitution, b: repo.MemoryWithInstitution) =>
+  b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+
 export class MemoryService {
-  constructor(private readonly ctx: AppContext) {}
+  readonly cache: MemoryCache;
+
+  constructor(private readonly ctx: AppContext) {
+    this.cache = new MemoryCache(ctx.invalidation);
+  }
+
+  /** Tells the caches (of every node, with a shared bus) which lists a write changed. */
+  private async announce(rows: readonly Placement[]): Promise<void> {
+    const personal = new Set<string>();
+    const shared = new Set<string>();
+    for (const r of rows) {
+      if (r.shared && r.institutionId) shared.add(r.institutionId);
+      else personal.add(r.authorUserId);
+    }
+    for (const id of personal) await this.ctx.invalidation.publish('memory-personal', { id });
+    for (const id of shared) await this.ctx.invalidation.publish('memory-shared', { id });
+  }
 
   private get db() {
     return this.ctx.db;
@@ -39,8 +62,16 @@ export class MemoryService {
     return presentMemory(row, { editable: canEdit(auth, row), isAuthor: isAuthor(auth, row) });
   }
 
+  /**
+   * The caller's personal rows and the shared rows of every institution it belongs to (from its
+   * authenticated context), from the cache when it has them, else one prepared statement each.
+   */
   async list(auth: AuthContext) {
-    const rows = await repo.listVisibleToUser(this.db, auth.userId);
+    const parts = await Promise.all([
+      this.cache.personalOf(auth.userId, () => repo.listPersonalOf(this.db, auth.userId)),
+      ...[...auth.memberships.keys()].map((id) => this.cache.sharedOf(id, () => repo.listSharedOf(this.db, id))),
+    ]);
+    const rows = parts.length === 1 ? parts[0]! : parts.flat().sort(newestFirst).slice(0, repo.USER_MEMORY_LIMIT);
     return rows.map((r) => this.present(auth, r));
   }
 
@@ -61,6 +92,7 @@ export class MemoryService {
       createdAt: now,
       updatedAt: now,
     });
+    await this.announce([row]);
     return this.loadPresented(auth, row.id);
   }
 
@@ -86,7 +118,11 @@ export class MemoryService {
     } else if (input.institution !== undefined && input.institution !== row.institutionId) {
       throw badField('institution', 'institution can only be given when a personal row becomes shared');
     }
-    if (Object.keys(patch).length > 0 && !(await repo.updateMemory(this.db, row.id, patch, this.ctx.clock.now()))) throw notFound('Memory parameter');
+    if (Object.keys(patch).length > 0) {
+      const updated = await repo.updateMemory(this.db, row.id, patch, this.ctx.clock.now());
+      if (!updated) throw notFound('Memory parameter');
+      await this.announce([row, updated]);
+    }
     return this.loadPresented(auth, row.id);
   }
 
@@ -95,6 +131,7 @@ export class MemoryService {
     if (!row) throw notFound('Memory parameter');
     assertEdit(auth, row);
     if (!(await repo.deleteMemory(this.db, row.id))) throw notFound('Memory parameter');
+    await this.announce([row]);
   }
 
   // ───────────── administration ─────────────
@@ -155,11 +192,12 @@ export class MemoryService {
     if (ids && (input.namespace !== undefined || input.shared !== undefined)) {
       throw badField('ids', 'Give either ids, or the namespace/shared filters, not both');
     }
-    const { deleted, candidates } = await this.db.transaction(async (tx) => {
+    const { deleted, candidates, removed } = await this.db.transaction(async (tx) => {
       const found = await repo.lockCandidates(tx, selection);
       const allowed = found.filter((c) => adminMay(auth, MEMORY_DELETE, c, authorAccount(c)));
-      return { deleted: await repo.deleteMany(tx, allowed.map((c) => c.id)), candidates: found.length };
+      return { deleted: await repo.deleteMany(tx, allowed.map((c) => c.id)), candidates: found.length, removed: allowed };
     });
+    await this.announce(removed);
     const skipped = (ids ? ids.length : candidates) - deleted;
     return { success: true, deletedCount: deleted, skippedCount: skipped, message: `${deleted} deleted, ${skipped} skipped` };
   }

@@ -404,6 +404,7 @@ export class TenancyService {
     assertUserWrite(auth, 'users.delete', user, memberships);
     if (user.id === auth.userId) throw forbidden('You cannot delete yourself');
     if (!(await repo.deleteUser(this.db, user.id))) throw notFound('User');
+    await this.ctx.invalidation.publish('user', { id: user.id });
   }
 
   async listUsers(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; institution?: string; search?: string }) {
