@@ -5,7 +5,7 @@ import { memoryParams } from '../src/db/schema.js';
 import { newId } from '../src/shared/ids.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
-type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 describe('memory parameters', () => {
   let t: TestApp;
