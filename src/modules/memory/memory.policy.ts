@@ -29,9 +29,11 @@ export function isAuthor(auth: AuthContext, row: MemoryAccessRow): boolean {
   return row.authorUserId === auth.userId;
 }
 
+/** Members of its institution read a shared row, and so do those who administer its memory (admins there, account admin, superadmin). */
 export function canRead(auth: AuthContext, row: MemoryAccessRow): boolean {
   if (isAuthor(auth, row) && !row.shared) return true;
-  return row.shared && row.institutionId !== null && auth.memberships.has(row.institutionId);
+  if (!row.shared || row.institutionId === null) return false;
+  return auth.memberships.has(row.institutionId) || canInInstitution(auth, MEMORY_READ, { id: row.institutionId, accountId: row.institutionAccountId ?? '' });
 }
 
 export function canEdit(auth: AuthContext, row: MemoryAccessRow): boolean {
