@@ -1,0 +1,17 @@
+import { buildWorld } from './authz/fixture.js';
+const t0 = Date.now();
+const w = await buildWorld();
+console.log('world', Date.now() - t0);
+let t1 = Date.now();
+for (let i = 0; i < 50; i++) await w.fingerprint();
+console.log('fingerprint ms', (Date.now() - t1) / 50);
+t1 = Date.now();
+for (let i = 0; i < 50; i++) await w.app.inject({ method: 'GET', url: '/api/user/me', headers: w.headersFor('member') });
+console.log('me ms', (Date.now() - t1) / 50);
+t1 = Date.now();
+for (let i = 0; i < 50; i++) await w.makeUser(w.accountA.id, { [w.a1.id]: 'user' });
+console.log('makeUser ms', (Date.now() - t1) / 50);
+t1 = Date.now();
+for (let i = 0; i < 10; i++) await w.makeFile('member', { scope: 'instance', institution: w.a1.id });
+console.log('makeFile ms', (Date.now() - t1) / 10);
+await w.close();
