@@ -137,6 +137,61 @@ export const rows: Row[] = [
     request: ({ w }) => ({ params: { id: w.targetUser.id }, payload: { amount: 10 } }),
   },
 
+  // ───────────── escalations: what an admin may not do within its own tenant ─────────────
+  {
+    route: 'PATCH /api/admin/institution/:id',
+    variant: 'account-level field',
+    expect: accountLevel(200),
+    request: ({ w, principal }) => ({ params: { id: w.a1.id }, payload: { maxFiles: 100 + principal.length } }),
+  },
+  {
+    // A2 is in the institution admin's account but not administered by it: seen (403), not acted on.
+    route: 'GET /api/admin/institution/:id',
+    variant: 'A2',
+    expect: accountLevel(200),
+    request: ({ w }) => ({ params: { id: w.a2.id } }),
+  },
+  {
+    route: 'GET /api/admin/user/:id',
+    variant: 'member of A2',
+    expect: accountLevel(200),
+    request: ({ w }) => ({ params: { id: w.users.otherInstitutionMember.id } }),
+  },
+  {
+    route: 'POST /api/admin/user',
+    variant: 'as account admin',
+    expect: accountLevel(201),
+    request: ({ w }) => ({
+      payload: { email: `aa-${newId().slice(-12)}@matrix.test`, password: PASSWORD, fname: 'New', lname: 'Admin', account: w.accountA.id, institutions: [], role: 'accountadmin' },
+    }),
+  },
+  {
+    route: 'PATCH /api/admin/user/:id',
+    variant: 'make superadmin',
+    expect: authed({ otherAccountUser: 403, otherInstitutionMember: 403, member: 403, institutionAdmin: 403, accountAdmin: 403, otherAccountAdmin: 404, superadmin: 200 }),
+    request: async ({ w, expected }) => ({ params: { id: expected === 200 ? (await w.makeUser(w.accountA.id, { [w.a1.id]: 'user' })).id : w.targetUser.id }, payload: { role: 'superadmin' } }),
+  },
+  {
+    // A fellow admin of A1 is out of an institution admin's reach.
+    route: 'PATCH /api/admin/user/:id',
+    variant: 'fellow admin of A1',
+    expect: accountLevel(200),
+    request: async ({ w, principal }) => ({ params: { id: (await w.makeUser(w.accountA.id, { [w.a1.id]: 'admin' })).id }, payload: { location: `Set by ${principal}` } }),
+  },
+  {
+    // Making admin of A1 someone also enrolled in A2 would give power over A2's member: account level only.
+    route: 'POST /api/admin/membership',
+    variant: 'grant admin to a member of A1 and A2',
+    expect: accountLevel(200),
+    request: async ({ w }) => ({ payload: { user: (await w.makeUser(w.accountA.id, { [w.a1.id]: 'user', [w.a2.id]: 'user' })).id, institution: w.a1.id, role: 'admin' } }),
+  },
+  {
+    route: 'POST /api/admin/membership',
+    variant: 'into A2',
+    expect: accountLevel(201),
+    request: async ({ w }) => ({ payload: { user: (await w.makeUser(w.accountA.id)).id, institution: w.a2.id, role: 'user' } }),
+  },
+
   // ───────────── memberships ─────────────
   {
     // Enrolling a plain user of account A (enrolled nowhere yet) in A1 as a member.
