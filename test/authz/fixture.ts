@@ -170,12 +170,12 @@ export interface World {
   makeCollection(principal: PrincipalName, body: Record<string, unknown>): Promise<{ id: string }>;
   makeDevice(userId: string): Promise<{ id: string }>;
   /**
-   * A digest of every table (row count and an order-free sum of row hashes; volatile columns left
-   * out): a refused write must not change it. Cached until `touched()` or a `make*` helper runs.
+   * The position in the write log (a trigger on every table logs each row inserted, deleted or
+   * actually changed, volatile columns left out): a refused write must leave nothing after it.
    */
-  fingerprint(): Promise<string>;
-  /** Something may have written to the database (the runner calls it after every request). */
-  touched(): void;
+  writeMark(): Promise<number>;
+  /** The tables written since a mark. */
+  writesSince(mark: number): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -361,44 +361,32 @@ export async function buildWorld(options: WorldOptions = {}): Promise<World> {
   const personalCollection = await makeCollection('member', { name: `Private ${CANARY_A1}`, scope: 'personal' });
   const deviceOfMember = await makeDevice(users.member.id);
 
-  // The digest query: for every table of the public schema, its row count and the sum of a hash of
-  // each row's text (order-free, so no sort), volatile columns left out.
-  const columnRows = (await database.db.execute(
-    sql`select c.table_name, c.column_name from information_schema.columns c join information_schema.tables t
-          on t.table_schema = c.table_schema and t.table_name = c.table_name
-         where c.table_schema = 'public' and t.table_type = 'BASE TABLE' order by c.table_name, c.ordinal_position`,
-  )) as unknown as { rows: Array<{ table_name: string; column_name: string }> };
-  const columnsOf = new Map<string, string[]>();
-  for (const { table_name: table, column_name: column } of columnRows.rows) columnsOf.set(table, [...(columnsOf.get(table) ?? []), column]);
-  const digestSql = [...columnsOf.entries()]
-    .map(([name, columns]) => {
-      const drop = VOLATILE_COLUMNS[name] ?? [];
-      const kept = columns.filter((c) => !drop.includes(c));
-      const row = drop.length ? `row(${kept.map((c) => `x."${c}"`).join(', ')})::text` : 'x::text';
-      return `select '${name}' as t, count(*) || '/' || coalesce(sum(hashtext(${row})::bigint), 0) as h from "${name}" x`;
-    })
-    .join(' union all ');
-  // The last digest stays valid until something may have written: a helper that makes records, or
-  // a request (the runner calls `touched()` after each). Two refused cells in a row share one digest.
-  let lastDigest: string | null = null;
-  const touched = () => {
-    lastDigest = null;
+  // The write log: a row trigger on every table of the public schema records each inserted, deleted
+  // or actually changed row (an UPDATE that leaves a row as it was is no change; volatile columns are
+  // left out). It is transactional: what a refused request rolled back leaves no trace.
+  const tableRows = (await database.db.execute(
+    sql`select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE' order by table_name`,
+  )) as unknown as { rows: Array<{ table_name: string }> };
+  await database.db.execute(sql.raw(`create table matrix_write_log (id bigserial primary key, tbl text not null)`));
+  await database.db.execute(
+    sql.raw(`create function matrix_log_write() returns trigger language plpgsql as $$ begin insert into matrix_write_log (tbl) values (TG_TABLE_NAME); return null; end $$`),
+  );
+  for (const { table_name: name } of tableRows.rows) {
+    const drop = VOLATILE_COLUMNS[name] ?? [];
+    const changed = drop.length
+      ? `(to_jsonb(old) - array[${drop.map((c) => `'${c}'`).join(',')}]::text[]) is distinct from (to_jsonb(new) - array[${drop.map((c) => `'${c}'`).join(',')}]::text[])`
+      : 'old.* is distinct from new.*';
+    await database.db.execute(sql.raw(`create trigger matrix_w1 after insert or delete on "${name}" for each row execute function matrix_log_write()`));
+    await database.db.execute(sql.raw(`create trigger matrix_w2 after update on "${name}" for each row when (${changed}) execute function matrix_log_write()`));
+  }
+  const writeMark = async () => {
+    const res = (await database.db.execute(sql`select coalesce(max(id), 0)::text as id from matrix_write_log`)) as unknown as { rows: Array<{ id: string }> };
+    return Number(res.rows[0]!.id);
   };
-  const fingerprint = async () => {
-    if (lastDigest !== null) return lastDigest;
-    const res = (await database.db.execute(sql.raw(digestSql))) as unknown as { rows: Array<{ t: string; h: string }> };
-    return (lastDigest = res.rows.map((r) => `${r.t}:${r.h}`).join(' '));
+  const writesSince = async (mark: number) => {
+    const res = (await database.db.execute(sql`select distinct tbl from matrix_write_log where id > ${mark} order by tbl`)) as unknown as { rows: Array<{ tbl: string }> };
+    return res.rows.map((r) => r.tbl);
   };
-  const dirtying =
-    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
-    async (...args: A): Promise<R> => {
-      try {
-        return await fn(...args);
-      } finally {
-        touched();
-      }
-    };
-
   return {
     t,
     app,
@@ -415,15 +403,15 @@ export async function buildWorld(options: WorldOptions = {}): Promise<World> {
     tokens,
     records: { fileA1: { id: fileA1.id, chunkId: fileA1.chunkId! }, personalFile: { id: personalFile.id, chunkId: personalFile.chunkId! }, accountFile: { id: accountFile.id, chunkId: accountFile.chunkId! }, fileB1, collectionA1, personalCollection, deviceOfMember },
     headersFor,
-    sessionFor: dirtying((p: PrincipalName) => openSession(userOf(p))),
-    makeAccount: dirtying(makeAccount),
-    makeInstitution: dirtying(makeInstitution),
-    makeUser: dirtying(makeUser),
-    makeFile: dirtying(makeFile),
-    makeCollection: dirtying(makeCollection),
-    makeDevice: dirtying(makeDevice),
-    fingerprint,
-    touched,
+    sessionFor: (p) => openSession(userOf(p)),
+    makeAccount: makeAccount,
+    makeInstitution: makeInstitution,
+    makeUser: makeUser,
+    makeFile: makeFile,
+    makeCollection: makeCollection,
+    makeDevice: makeDevice,
+    writeMark,
+    writesSince,
     close: () => t.close(),
   };
 }
@@ -431,14 +419,4 @@ export async function buildWorld(options: WorldOptions = {}): Promise<World> {
 /** Ends a session directly (used by rows that need a revoked session of their own). */
 export async function endSession(w: World, sessionId: string): Promise<void> {
   await revokeSession(w.database.db, sessionId, 'matrix', new Date());
-}
-
-/** Which changed tables two fingerprints differ in (for the failure message). */
-export function fingerprintDiff(before: string, after: string): string[] {
-  const a = new Map(before.split(' ').map((e) => e.split(':') as [string, string]));
-  return after
-    .split(' ')
-    .map((e) => e.split(':') as [string, string])
-    .filter(([t, h]) => a.get(t) !== h)
-    .map(([t]) => t);
 }
