@@ -1,5 +1,5 @@
 import type { AppContext } from '../../context.js';
-import { authOf, requireAuth, SECURED } from '../../http/auth.js';
+import { authOf, requirePermission, SECURED } from '../../http/auth.js';
 import type { App } from '../../http/types.js';
 import { errorResponses, IdParams } from '../../shared/schemas.js';
 import { CloudProviderResponse, InstitutionIdParams, RevokeResponse, StoreCloudProviderBody } from './cloud.schemas.js';
@@ -8,13 +8,15 @@ import { CLOUD_REVOKE_TIMEOUT_MS } from './cloud.revoke.js';
 
 const tags = ['cloud'];
 const ACCESS =
-  'Needs institutions.edit on the institution (its institution admins, the account admin of its account, superadmins); a plain member ' +
-  'gets 403, an institution of an account you have nothing to do with 404.';
+  'Needs institutions.edit on the institution (its institution admins, the account admin of its account, superadmins). Without that ' +
+  'permission anywhere (plain users) 403 before any lookup; an institution of an account you have nothing to do with 404; one you see ' +
+  'but do not administer 403.';
 
 /** Cloud-services token of an institution: store, and the spec's revoke (contract §7). */
 export async function cloudRoutes(app: App, ctx: AppContext): Promise<void> {
   const service = new CloudService(ctx);
-  const authenticated = requireAuth(ctx);
+  // The permission gate runs before any lookup: a caller without institutions.edit anywhere is 403 whatever the id.
+  const authenticated = requirePermission(ctx, 'institutions.edit');
 
   app.put(
     '/api/admin/institution/:id/cloudprovider',

@@ -29,11 +29,14 @@ export function isAuthor(auth: AuthContext, row: MemoryAccessRow): boolean {
   return row.authorUserId === auth.userId;
 }
 
-/** Members of its institution read a shared row, and so do those who administer its memory (admins there, account admin, superadmin). */
+/**
+ * Members of its institution read a shared row. Administrative roles do not widen what one reads in
+ * user spaces: an admin who is not a member (account admin, superadmin enrolled nowhere) uses the
+ * admin memory routes instead.
+ */
 export function canRead(auth: AuthContext, row: MemoryAccessRow): boolean {
   if (isAuthor(auth, row) && !row.shared) return true;
-  if (!row.shared || row.institutionId === null) return false;
-  return auth.memberships.has(row.institutionId) || canInInstitution(auth, MEMORY_READ, { id: row.institutionId, accountId: row.institutionAccountId ?? '' });
+  return row.shared && row.institutionId !== null && auth.memberships.has(row.institutionId);
 }
 
 export function canEdit(auth: AuthContext, row: MemoryAccessRow): boolean {
