@@ -3,6 +3,9 @@ import assert from 'node:assert/strict';
 import { eq } from 'drizzle-orm';
 import { memoryParams } from '../src/db/schema.js';
 import { newId } from '../src/shared/ids.js';
+import { MemoryCache } from '../src/modules/memory/memory.cache.js';
+import type { MemoryWithInstitution } from '../src/modules/memory/memory.repository.js';
+import { LocalInvalidationBus } from '../src/platform/invalidation.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -269,4 +272,35 @@ describe('memory parameters', () => {
     const gone = await visible(tok.otherA1);
     assert.ok(!gone.some((r) => r._id === shared._id || r._id === hidden));
   });
+});
+
+test('memory cache: bounded by rows held (oldest entry first), stale loads not stored', async () => {
+  const bus = new LocalInvalidationBus();
+  const cache = new MemoryCache(bus, 3);
+  const rows = (n: number) => Array.from({ length: n }, () => ({ id: newId() }) as unknown as MemoryWithInstitution);
+  let loads = 0;
+  const load = (n: number) => async () => {
+    loads++;
+    return rows(n);
+  };
+  await cache.personalOf('u1', load(2));
+  await cache.sharedOf('i1', load(1));
+  await cache.personalOf('u1', load(2));
+  assert.equal(loads, 2, 'both entries cached (3 rows)');
+  await cache.sharedOf('i2', load(2)); // 5 rows > 3: u1 (oldest personal) goes
+  await cache.personalOf('u1', load(2));
+  assert.equal(loads, 4, 'u1 was evicted and loaded again');
+
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const pending = cache.sharedOf('i3', async () => {
+    await gate;
+    return rows(1);
+  });
+  await bus.publish('memory-shared', { id: 'i3' });
+  release();
+  await pending;
+  await cache.sharedOf('i3', load(1));
+  assert.equal(loads, 5, 'the load that raced an invalidation was not stored');
+  cache.close();
 });

@@ -11,7 +11,8 @@ import type { MemoryWithInstitution } from './memory.repository.js';
  * - memory-personal (author id) and memory-shared (institution id): published by every memory write;
  * - institution: its name/ainame/picture are part of the shared rows, and deleting it deletes them;
  * - user: deleting a user deletes the shared rows they wrote anywhere: every shared entry goes.
- * A load that started before an invalidation does not store its result (generation counter).
+ * A load that started before an invalidation does not store its result (generation counter). Bounded by
+ * the number of rows held (200,000 by default), the oldest entries going first.
  */
 export class MemoryCache {
   private readonly personal = new Map<string, readonly MemoryWithInstitution[]>();
@@ -19,9 +20,12 @@ export class MemoryCache {
   private generation = 0;
   private readonly unsubscribers: Array<() => void>;
 
+  /** Rows held across both maps; entries are evicted oldest first beyond `maxRows`. */
+  private rowCount = 0;
+
   constructor(
     bus: InvalidationBus,
-    private readonly maxEntries = 10_000,
+    private readonly maxRows = 200_000,
   ) {
     this.unsubscribers = [
       bus.subscribe('memory-personal', ({ id }) => this.drop(this.personal, id)),
@@ -51,19 +55,30 @@ export class MemoryCache {
     if (hit) return hit;
     const generation = this.generation;
     const rows = await load();
-    if (generation === this.generation) {
-      if (map.size >= this.maxEntries) {
-        const oldest = map.keys().next().value;
-        if (oldest !== undefined) map.delete(oldest);
+    if (generation === this.generation && rows.length <= this.maxRows) {
+      while (this.rowCount + rows.length > this.maxRows) {
+        const from = this.personal.size >= this.shared.size ? this.personal : this.shared;
+        const oldest = from.keys().next().value;
+        if (oldest === undefined) break;
+        this.remove(from, oldest);
       }
       map.set(key, rows);
+      this.rowCount += rows.length;
     }
     return rows;
   }
 
   private drop(map: Map<string, readonly MemoryWithInstitution[]>, key: string): void {
     this.generation++;
-    if (key === ALL_RECORDS) map.clear();
-    else map.delete(key);
+    if (key !== ALL_RECORDS) return this.remove(map, key);
+    for (const rows of map.values()) this.rowCount -= rows.length;
+    map.clear();
+  }
+
+  private remove(map: Map<string, readonly MemoryWithInstitution[]>, key: string): void {
+    const rows = map.get(key);
+    if (!rows) return;
+    this.rowCount -= rows.length;
+    map.delete(key);
   }
 }
