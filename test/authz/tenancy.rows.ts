@@ -137,6 +137,35 @@ export const rows: Row[] = [
     request: ({ w }) => ({ params: { id: w.targetUser.id }, payload: { amount: 10 } }),
   },
 
+  // ───────────── listings filtered to the target tenant: the filter never widens the scope ─────────────
+  {
+    route: 'GET /api/admin/users',
+    variant: 'filtered to A1',
+    expect: listing,
+    request: ({ w }) => ({ query: { institution: w.a1.id, account: w.accountA.id, search: 'matrix' } }),
+    check: (res, { principal }) => {
+      if (principal === 'otherAccountAdmin') assert.equal(res.json().total, 0);
+    },
+  },
+  {
+    route: 'GET /api/admin/institutions',
+    variant: 'filtered to account A',
+    expect: listing,
+    request: ({ w }) => ({ query: { account: w.accountA.id, search: 'Acme' } }),
+    check: (res, { principal }) => {
+      if (principal === 'otherAccountAdmin') assert.equal(res.json().total, 0);
+    },
+  },
+  {
+    route: 'POST /api/admin/accounts',
+    variant: 'searching account A',
+    expect: authed({ otherAccountUser: 403, otherInstitutionMember: 403, member: 403, institutionAdmin: 403, accountAdmin: 200, otherAccountAdmin: 200, superadmin: 200 }),
+    request: () => ({ payload: { accountsearch: 'Acme', minimum: true, insitutionsUsage: true } }),
+    check: (res, { principal }) => {
+      if (principal === 'otherAccountAdmin') assert.equal(res.json().total, 0);
+    },
+  },
+
   // ───────────── escalations: what an admin may not do within its own tenant ─────────────
   {
     route: 'PATCH /api/admin/institution/:id',
