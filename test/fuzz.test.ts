@@ -213,10 +213,10 @@ describe('fuzzing every route from its own schema', () => {
     const runsPerRoute = Math.ceil(BUDGET / routes.length);
     t.diagnostic(`seed ${BASE_SEED}: ${routes.length} routes × ${runsPerRoute} requests (replay: FUZZ_SEED=${BASE_SEED} npx tsx --test test/fuzz.test.ts)`);
     const failures: string[] = [];
+    let sinceRevive = 0;
     for (const [index, route] of routes.entries()) {
       const seed = BASE_SEED + w.routes.indexOf(route);
       const routeStarted = Date.now();
-      let sinceRevive = 0;
       const result = await fc.check(
         fc.asyncProperty(requestArb(route as { method: string; url: string; schema?: Record<string, unknown> }, ids), async (r) => {
           if (++sinceRevive >= 100) {
