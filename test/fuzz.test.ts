@@ -96,13 +96,15 @@ function requestArb(route: { method: string; url: string; schema?: Record<string
   const schema = (route.schema ?? {}) as { params?: JsonSchema; querystring?: JsonSchema; body?: JsonSchema };
   const o = { ids };
   const paramNames = [...route.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
-  const segment = fc.oneof(
-    { arbitrary: fc.constantFrom(...ids), weight: 4 },
-    { arbitrary: fc.uuid({ version: 7 }), weight: 2 },
-    { arbitrary: fc.constantFrom(...BAD_PATH_SEGMENTS), weight: 2 },
-    { arbitrary: hostileString.map(encode), weight: 2 },
-  );
-  const path = fc.tuple(...paramNames.map(() => segment), fc.constantFrom('swagger-ui.css', 'index.html', '../../package.json', '%2e%2e/%2e%2e/package.json', 'x'.repeat(300))).map((values) => {
+  // Each path parameter: a real id, a value of its own schema, or something hostile.
+  const segment = (name: string) =>
+    fc.oneof(
+      { arbitrary: fc.constantFrom(...ids), weight: 4 },
+      { arbitrary: schema.params?.properties?.[name] ? validValue(schema.params.properties[name]!, o).map((v) => encode(String(v))) : fc.uuid({ version: 7 }), weight: 2 },
+      { arbitrary: fc.constantFrom(...BAD_PATH_SEGMENTS), weight: 2 },
+      { arbitrary: hostileString.map(encode), weight: 2 },
+    );
+  const path = fc.tuple(...paramNames.map(segment), fc.constantFrom('swagger-ui.css', 'index.html', '../../package.json', '%2e%2e/%2e%2e/package.json', 'x'.repeat(300))).map((values) => {
     let i = 0;
     return route.url.replace(/:([A-Za-z0-9_]+)/g, () => values[i++] as string).replace(/\*$/, () => values[values.length - 1] as string);
   });
