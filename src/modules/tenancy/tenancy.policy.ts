@@ -34,11 +34,6 @@ export function assertInstitution(p: Principal, permission: Permission, institut
   if (!canInInstitution(p, permission, institution)) throw forbidden(`Missing permission ${permission} on this institution`);
 }
 
-/** Whether the caller may change the account-level fields of an institution (limits, billing, status). */
-export function canEditAccountLevelFields(p: Principal, institution: { accountId: string }): boolean {
-  return canInAccount(p, 'institutions.edit', institution.accountId);
-}
-
 export interface TargetUser {
   id: string;
   accountId: string;
