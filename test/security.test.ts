@@ -197,7 +197,7 @@ describe('security: findings of the probe (issue 7)', () => {
     const account = await makeAccount(t.database);
     const inst = await makeInstitution(t.database, account.id);
     const user = await makeUser(t.database, { accountId: account.id, memberships: { [inst.id]: 'user' } });
-    const { accessToken } = await login(t.app, user.email);
+    const { accessToken, refreshToken } = await login(t.app, user.email);
     await updateAccount(t.database.db, account.id, { status: 'inactive' }, new Date());
     const me = await call('GET', '/api/user/me', accessToken);
     assert.equal(me.statusCode, 401);
@@ -206,6 +206,7 @@ describe('security: findings of the probe (issue 7)', () => {
     const again = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: user.email, password: PASSWORD } });
     assert.equal(again.statusCode, 403);
     assert.equal(again.json().error.code, 'FORBIDDEN');
+    assert.equal((await call('POST', '/api/auth/refresh', undefined, { refreshToken })).statusCode, 401, 'no new tokens either');
     await updateAccount(t.database.db, account.id, { status: 'active' }, new Date());
     assert.equal((await call('GET', '/api/user/me', accessToken)).statusCode, 200);
   });
@@ -224,6 +225,7 @@ describe('security: findings of the probe (issue 7)', () => {
     const refused = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: only.email, password: PASSWORD } });
     assert.equal(refused.statusCode, 403);
     assert.equal((await call('GET', '/api/user/me', onlyTokens.accessToken)).statusCode, 401, 'a member whose only institution is inactive is refused on every request');
+    assert.equal((await call('POST', '/api/auth/refresh', undefined, { refreshToken: onlyTokens.refreshToken })).statusCode, 401);
     const me = await call('GET', '/api/user/me', bothTokens.accessToken);
     assert.equal(me.statusCode, 200);
     assert.equal(me.json().data.institution, null, 'the inactive institution is no longer current');

@@ -111,9 +111,14 @@ export class SessionIssuer {
    * inactive account, or whose every institution is inactive (row 5 of issue 7).
    */
   async assertMayLogIn(user: UserRow): Promise<void> {
-    const enrolments = await repo.listEnrolments(this.ctx.db, user.id);
-    const refusal = loginRefusal(user, await repo.accountStatus(this.ctx.db, user.accountId), enrolments);
+    const refusal = await this.refusalFor(user);
     if (refusal) throw forbidden(refusal);
+  }
+
+  /** Why the user may not hold a session (identity.policy loginRefusal), or null. */
+  async refusalFor(user: UserRow): Promise<string | null> {
+    const enrolments = await repo.listEnrolments(this.ctx.db, user.id);
+    return loginRefusal(user, await repo.accountStatus(this.ctx.db, user.accountId), enrolments);
   }
 
   /** The current institution at login: the last one used if still active and enrolled, else the first active one. */
@@ -196,7 +201,9 @@ export class IdentityService {
       await repo.revokeSession(this.ctx.db, session.id, 'user-disabled', now);
       throw unauthenticated('User is disabled');
     }
-    if ((await repo.accountStatus(this.ctx.db, user.accountId)) !== 'active') throw unauthenticated('The account is inactive');
+    // An inactive account or institution refuses the refresh too (without ending the session: reactivated, it works again).
+    const refusal = await this.sessions.refusalFor(user);
+    if (refusal) throw unauthenticated(refusal);
     return this.sessions.pair(user, session.id, session.institutionId, next.token, now);
   }
 
