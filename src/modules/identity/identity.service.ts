@@ -2,7 +2,7 @@ import type { AppContext } from '../../context.js';
 import { badField, forbidden, notFound, unauthenticated } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { AuthContext } from './auth-context.js';
-import { assertMaySwitchTo, loginRefusal } from './identity.policy.js';
+import { assertMaySwitchTo, isActiveEnrolment, loginRefusal } from './identity.policy.js';
 import { presentUser } from './identity.presenters.js';
 import { endCredentials } from './credentials.js';
 import * as repo from './identity.repository.js';
@@ -123,7 +123,7 @@ export class SessionIssuer {
 
   /** The current institution at login: the last one used if still active and enrolled, else the first active one. */
   private async defaultInstitution(user: UserRow): Promise<string | null> {
-    const enrolments = (await repo.listEnrolments(this.ctx.db, user.id)).filter((e) => e.status === 'active' && e.accountStatus === 'active');
+    const enrolments = (await repo.listEnrolments(this.ctx.db, user.id)).filter(isActiveEnrolment);
     if (user.currentInstitutionId && enrolments.some((e) => e.institutionId === user.currentInstitutionId)) return user.currentInstitutionId;
     return enrolments[0]?.institutionId ?? null;
   }
