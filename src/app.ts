@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import Fastify, { type FastifyReply } from 'fastify';
+import Fastify, { type FastifyReply, type RouteOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
@@ -40,6 +40,11 @@ export interface BuildAppOptions {
   skipMigrations?: boolean;
   /** Replace providers (tests point them at local servers). */
   providers?: Partial<Providers>;
+  /**
+   * Called for every route as it is registered (method, url template, schema), before the app is
+   * ready: the authorization matrix and the fuzzer read the route table of the real app through it.
+   */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 export type { App };
@@ -91,6 +96,10 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
+  if (options.onRoute) {
+    const onRoute = options.onRoute;
+    app.addHook('onRoute', (route) => onRoute(route));
+  }
   app.setValidatorCompiler(validatorCompilers());
   // JSON as Fastify parses it (prototype-poisoning safe), except that an empty body is "no body":
   // clients often send `content-type: application/json` on POSTs that take none (mfa-enroll, sanitize).
@@ -138,15 +147,18 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     contentSecurityPolicy: false,
     hsts: config.hstsMaxAgeSeconds > 0 ? { maxAge: config.hstsMaxAgeSeconds, includeSubDomains: true } : false,
   });
-  // Cross-origin browsers are allowed only from the configured origins; without CORS_ORIGINS no CORS headers are sent.
-  await app.register(cors, {
-    origin: config.corsOrigins.length > 0 ? config.corsOrigins : false,
-    credentials: true,
-    methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
-    allowedHeaders: ['authorization', 'x-access-token', 'content-type', 'x-request-id'],
-    exposedHeaders: ['retry-after', 'x-request-id'],
-    maxAge: 600,
-  });
+  // Cross-origin browsers are allowed only from the configured origins. Without CORS_ORIGINS the plugin
+  // is not registered at all: no CORS headers, and no preflight route (OPTIONS is then a plain 404).
+  if (config.corsOrigins.length > 0) {
+    await app.register(cors, {
+      origin: config.corsOrigins,
+      credentials: true,
+      methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+      allowedHeaders: ['authorization', 'x-access-token', 'content-type', 'x-request-id'],
+      exposedHeaders: ['retry-after', 'x-request-id'],
+      maxAge: 600,
+    });
+  }
   await app.register(cookie);
   await app.register(rateLimit, {
     global: false,
