@@ -375,6 +375,8 @@ describe('security: findings of the probe (issue 7)', () => {
     const remote = await t.app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.7' });
     assert.equal(remote.statusCode, 401);
     assert.equal(remote.json().error.code, 'UNAUTHENTICATED');
+    const proxied = await t.app.inject({ method: 'GET', url: '/metrics', headers: { 'x-forwarded-for': '203.0.113.7' } });
+    assert.equal(proxied.statusCode, 401, 'a public request forwarded by a local proxy is not a loopback caller');
   });
 
   // ───────────── row 13: lockout is not a denial of service ─────────────

@@ -5,6 +5,8 @@ import { unauthenticated } from '../shared/errors.js';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
+const isProxied = (headers: Record<string, unknown>) => headers['x-forwarded-for'] !== undefined || headers.forwarded !== undefined || headers['x-real-ip'] !== undefined;
+
 export interface MetricsOptions {
   /** Bearer token required from every caller; without it only loopback callers are answered. */
   token?: string;
@@ -13,7 +15,8 @@ export interface MetricsOptions {
 /**
  * Prometheus metrics at /metrics: request counts and latency histograms per route template.
  * Who may read them: with METRICS_TOKEN, whoever sends `Authorization: Bearer <token>`; without it,
- * only callers on the loopback interface (a scraper on the same host or a sidecar); anyone else 401.
+ * only callers on the loopback interface (a scraper on the same host or a sidecar) whose request no
+ * proxy forwarded (no X-Forwarded-For / Forwarded / X-Real-IP); anyone else 401.
  */
 export function registerMetrics(app: FastifyInstance, options: MetricsOptions = {}): Registry {
   // A registry per app instance, so that several apps in one process (tests) do not collide.
@@ -45,7 +48,8 @@ export function registerMetrics(app: FastifyInstance, options: MetricsOptions = 
       const header = request.headers.authorization;
       const presented = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim())?.[1] : undefined;
       if (!presented || !safeEqualText(presented, options.token)) throw unauthenticated('/metrics needs Authorization: Bearer <METRICS_TOKEN>');
-    } else if (!LOOPBACK.has(request.socket.remoteAddress ?? '') || !LOOPBACK.has(request.ip)) {
+    } else if (!LOOPBACK.has(request.socket.remoteAddress ?? '') || !LOOPBACK.has(request.ip) || isProxied(request.headers)) {
+      // A request a local reverse proxy forwarded also arrives from loopback: it carries a forwarding header.
       throw unauthenticated('/metrics answers loopback callers only; set METRICS_TOKEN to scrape it from elsewhere');
     }
     reply.header('content-type', registry.contentType);
