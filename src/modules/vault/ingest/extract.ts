@@ -13,6 +13,8 @@
 import { compile, type DomNode, type FormatCallback, type HtmlToTextOptions } from 'html-to-text';
 import mammoth from 'mammoth';
 import { extractText as extractPdfText, getDocumentProxy } from 'unpdf';
+import { contentMismatch, SNIFF_BYTES } from './sniff.js';
+import { checkZipContainer, ZipLimitError, type ZipLimits } from './zip.js';
 
 export const SUPPORTED_FORMATS = ['txt', 'md', 'csv', 'json', 'html', 'pdf', 'docx'] as const;
 export type Format = (typeof SUPPORTED_FORMATS)[number];
@@ -29,6 +31,25 @@ export interface ExtractInput {
   mimetype: string;
   originalname: string;
 }
+
+/**
+ * Bounds of the parsers (memory and time are bounded too, by the worker thread that runs them:
+ * see sandbox.ts). Zip containers: see zip.ts. HTML: elements nested deeper than `maxHtmlDepth` are
+ * left out (their text is dropped) instead of being walked recursively.
+ */
+export interface ExtractLimits extends ZipLimits {
+  maxHtmlDepth: number;
+  /** Characters of extracted text; a document beyond it is refused rather than indexed in part. */
+  maxTextChars: number;
+}
+
+export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = {
+  maxInflatedBytes: 100 * 1024 * 1024,
+  maxCompressionRatio: 100,
+  maxEntries: 5000,
+  maxHtmlDepth: 256,
+  maxTextChars: 64 * 1024 * 1024,
+};
 
 /** A file that cannot be turned into text; `message` is safe to show to the uploader. */
 export class ExtractionError extends Error {
@@ -91,7 +112,7 @@ export function detectFormat(mimetype: string, originalname: string): Format | n
   return null;
 }
 
-export async function extractText(input: ExtractInput): Promise<ExtractedDocument> {
+export async function extractText(input: ExtractInput, limits: ExtractLimits = DEFAULT_EXTRACT_LIMITS): Promise<ExtractedDocument> {
   const format = detectFormat(input.mimetype, input.originalname);
   if (!format) {
     const ext = extensionOf(input.originalname);
@@ -101,6 +122,30 @@ export async function extractText(input: ExtractInput): Promise<ExtractedDocumen
     );
   }
 
+  // The bytes must agree with the name (also checked at upload; files stored before that are checked here).
+  const mismatch = contentMismatch(format, input.buffer.subarray(0, SNIFF_BYTES));
+  if (mismatch) throw new ExtractionError(mismatch);
+
+  let text: string;
+  let pages: number | undefined;
+  try {
+    ({ text, pages } = await extractFormat(format, input, limits));
+  } catch (err) {
+    if (err instanceof ExtractionError) throw err;
+    // a parser that recursed too deep (pathological nesting) is the file's problem, not a transient one
+    if (err instanceof RangeError && /call stack/i.test(err.message)) throw new ExtractionError('The document is nested too deeply to be read', { cause: err });
+    throw err;
+  }
+
+  if (text.length > limits.maxTextChars) {
+    throw new ExtractionError(`The document holds more than ${limits.maxTextChars} characters of text; split it into smaller files`);
+  }
+  text = cleanText(text);
+  if (!text) throw new ExtractionError('File contains no text');
+  return pages === undefined ? { text, format } : { text, pages, format };
+}
+
+async function extractFormat(format: Format, input: ExtractInput, limits: ExtractLimits): Promise<{ text: string; pages?: number }> {
   let text: string;
   let pages: number | undefined;
   switch (format) {
@@ -121,13 +166,10 @@ export async function extractText(input: ExtractInput): Promise<ExtractedDocumen
       ({ text, pages } = await pdfToText(input.buffer));
       break;
     case 'docx':
-      text = await docxToText(input.buffer);
+      text = await docxToText(input.buffer, limits);
       break;
   }
-
-  text = cleanText(text);
-  if (!text) throw new ExtractionError('File contains no text');
-  return pages === undefined ? { text, format } : { text, pages, format };
+  return { text, pages };
 }
 
 /** Unifies line endings, drops NULs and trailing spaces, collapses runs of blank lines. */
@@ -367,6 +409,9 @@ const pipeTable: FormatCallback = (elem, walk, builder) => {
 
 const HTML_OPTIONS: HtmlToTextOptions = {
   wordwrap: false,
+  // deeper elements are not walked (html-to-text walks the tree recursively); longer input would be cut,
+  // but the upload limit keeps every file far below it
+  limits: { maxDepth: DEFAULT_EXTRACT_LIMITS.maxHtmlDepth, maxInputLength: DEFAULT_EXTRACT_LIMITS.maxTextChars, ellipsis: '' },
   formatters: { markdownHeading, imageAlt, pipeTable },
   selectors: [
     ...[1, 2, 3, 4, 5, 6].map((level) => ({ selector: `h${level}`, format: 'markdownHeading', options: { level } })),
@@ -414,7 +459,13 @@ async function pdfToText(buffer: Buffer): Promise<{ text: string; pages: number 
 // ---------------------------------------------------------------- DOCX
 
 /** mammoth maps Word heading styles to <h1>…<h6>; the HTML conversion then turns them into `#` lines. */
-async function docxToText(buffer: Buffer): Promise<string> {
+async function docxToText(buffer: Buffer, limits: ZipLimits): Promise<string> {
+  try {
+    checkZipContainer(buffer, limits);
+  } catch (err) {
+    if (err instanceof ZipLimitError) throw new ExtractionError(`Could not read DOCX: ${err.message}`, { cause: err });
+    throw err;
+  }
   let html: string;
   try {
     // externalFileAccess stays off: a document must not make us read local files.
