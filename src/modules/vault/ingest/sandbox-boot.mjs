@@ -1,7 +1,7 @@
-// Entry of the ingestion worker threads. The app runs TypeScript through tsx, whose loader hooks a
-// worker thread does not inherit on Node 20: register them here, then load the TypeScript entry.
-import { workerData } from 'node:worker_threads';
+// Entry of the ingestion sandbox process (sandbox.ts). The app runs TypeScript through tsx: register
+// its loader here (a forked process must not depend on the parent's command line), then load the
+// TypeScript entry named on the command line.
 import { register } from 'tsx/esm/api';
 
 register();
-await import(workerData.entry);
+await import(process.argv[2]);
