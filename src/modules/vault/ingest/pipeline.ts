@@ -294,6 +294,18 @@ export function ingestJobHandler(deps: IngestDeps) {
 }
 
 /**
+ * Why a job ended outside the pipeline, for the uploader. A job whose process died while running it
+ * (the queue's sweep says "worker lost") counted an attempt each time: after INGEST_MAX_ATTEMPTS
+ * deaths the file is given up, so a file that kills the server cannot kill every restart.
+ */
+function giveUpMessage(job: Job, error: string): string {
+  if (/worker lost/.test(error)) {
+    return `The server stopped while ingesting this file, ${job.attempts} ${job.attempts === 1 ? 'time' : 'times'}; it is not retried again and was not indexed`;
+  }
+  return `Ingestion failed: ${oneLine(error)}`;
+}
+
+/**
  * A job that failed for good outside the pipeline (e.g. its workers kept dying) ends its upload too,
  * and removes the chunks a dead worker may have staged (they would never be activated nor cleaned up).
  */
@@ -303,7 +315,7 @@ export function ingestGiveUp(deps: Pick<IngestDeps, 'db' | 'clock'>) {
     if (!uploadId) return;
     await deps.db.transaction(async (tx) => {
       const status = await lockUploadStatus(tx, uploadId);
-      if (status === 'processing') await markIngestError(tx, uploadId, `Ingestion failed: ${oneLine(error)}`, deps.clock.now());
+      if (status === 'processing') await markIngestError(tx, uploadId, giveUpMessage(job, error), deps.clock.now());
       else if (status !== 'error') return;
       await deleteChunksOf(tx, uploadId);
     });

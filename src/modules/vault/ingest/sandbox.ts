@@ -110,7 +110,7 @@ export class IngestSandbox {
           if (this.pending?.id !== id || !this.child) return;
           this.hold(true);
           timer = setTimeout(() => {
-            const seconds = Math.round(this.options.timeoutMs / 100) / 10;
+            const seconds = this.options.timeoutMs / 1000;
             this.fail(new SandboxFailure(`Text extraction took longer than ${seconds} s (INGEST_TIMEOUT_SECONDS) and was stopped; the file was not indexed`, 'timeout'));
           }, this.options.timeoutMs);
           const request: SandboxRequest = { id, task };
