@@ -59,8 +59,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const ownsDatabase = !options.database;
-  const database =
-    options.database ?? (await openDatabase(databaseOptionsFor(config)));
+  let onIdleError: (err: Error) => void = () => undefined;
+  const database = options.database ?? (await openDatabase({ ...databaseOptionsFor(config), onIdleError: (err) => onIdleError(err) }));
   if (!options.skipMigrations) await database.migrate();
 
   const app = Fastify({
@@ -84,6 +84,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
+  onIdleError = (err) => app.log.warn({ err }, 'an idle database connection failed; the pool opens a new one');
 
   app.setValidatorCompiler(validatorCompilers());
   // JSON as Fastify parses it (prototype-poisoning safe), except that an empty body is "no body":
