@@ -242,6 +242,16 @@ describe('fault: the database connection drops mid-request (DATABASE_URL mode)',
     const retry = await app.inject({ method: 'POST', url: '/api/user/collection', headers, payload: { name: 'Made during the outage', scope: 'personal' } });
     assert.equal(retry.statusCode, 201, retry.body);
     assert.equal((await list()).filter((c) => c.name === 'Made during the outage').length, 1);
+
+    // the connections die while idle in the pool: an 'error' event of the pool, which must not end the process
+    const cutsBefore = proxy.cuts;
+    proxy.cut();
+    assert.ok(proxy.cuts > cutsBefore, 'idle pool connections were cut');
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal((await app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
+    await pglite.exec('DEALLOCATE ALL');
+    proxy.restore();
+    assert.equal((await app.inject({ method: 'GET', url: '/api/user/me', headers })).statusCode, 200);
   });
 });
 
