@@ -74,8 +74,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const ownsDatabase = !options.database;
-  const database =
-    options.database ?? (await openDatabase(databaseOptionsFor(config)));
+  let onIdleError: (err: Error) => void = () => undefined;
+  const database = options.database ?? (await openDatabase({ ...databaseOptionsFor(config), onIdleError: (err) => onIdleError(err) }));
   if (!options.skipMigrations) await database.migrate();
 
   const app = Fastify({
@@ -102,6 +102,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     // malformed request line) still answer with the contract's body.
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
+  onIdleError = (err) => app.log.warn({ err }, 'an idle database connection failed; the pool opens a new one');
 
   if (options.onRoute) {
     const onRoute = options.onRoute;

@@ -38,6 +38,16 @@ export interface AppConfig {
   cloudRevokeUrls: Record<string, string>;
   /** Ingestion workers in this process; 0 disables background ingestion on this node. */
   ingestWorkers: number;
+  /** Bounds of the ingestion sandbox process and the parsers (see vault/ingest/sandbox.ts, zip.ts). */
+  ingest: {
+    workerHeapMb: number;
+    timeoutMs: number;
+    maxInflatedBytes: number;
+    maxCompressionRatio: number;
+  };
+  /** Personal-scope quota per user: files (not deleted) and their bytes. */
+  personalMaxFiles: number;
+  personalMaxBytes: number;
   /** GET /api/dev/outbox exists (for superadmins) only when true, and never in production. */
   devOutbox: boolean;
   /** Wrong-or-right currentPassword checks per user per login window (PATCH /api/user/me). */
@@ -237,6 +247,14 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     ssoTestAllowPrivate: bool('SSO_TEST_ALLOW_PRIVATE', false),
     cloudRevokeUrls,
     ingestWorkers: int('INGEST_WORKERS', 1, 0, 16),
+    ingest: {
+      workerHeapMb: int('INGEST_WORKER_HEAP_MB', 512, 64, 16_384),
+      timeoutMs: int('INGEST_TIMEOUT_SECONDS', 120, 1, 3600) * 1000,
+      maxInflatedBytes: int('INGEST_MAX_INFLATED_BYTES', 100 * 1024 * 1024, 1024, 2 ** 31 - 1),
+      maxCompressionRatio: int('INGEST_MAX_COMPRESSION_RATIO', 100, 2, 100_000),
+    },
+    personalMaxFiles: int('PERSONAL_MAX_FILES', 1000, 0, 10_000_000),
+    personalMaxBytes: int('PERSONAL_MAX_BYTES', 1024 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
     devOutbox,
     passwordCheckRateLimitPerUser: int('PASSWORD_CHECK_RATE_LIMIT_PER_USER', 10, 1, 100_000),
     adminEmailConflictsPerHour: int('ADMIN_EMAIL_CONFLICTS_PER_HOUR', 5, 1, 100_000),
