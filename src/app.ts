@@ -22,6 +22,13 @@ import { TokenService } from './modules/identity/tokens.js';
 import { tenancyRoutes } from './modules/tenancy/tenancy.routes.js';
 import { mfaRoutes } from './modules/mfa/mfa.routes.js';
 import { vaultRoutes } from './modules/vault/vault.routes.js';
+import { memoryRoutes } from './modules/memory/memory.routes.js';
+import { settingsRoutes } from './modules/settings/settings.routes.js';
+import { brandingRoutes } from './modules/branding/branding.routes.js';
+import { cloudRoutes } from './modules/cloud/cloud.routes.js';
+import { ssoRoutes } from './modules/sso/sso.routes.js';
+import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
+import { LocalInvalidationBus } from './platform/invalidation.js';
 import { createEmbedder } from './providers/embeddings/index.js';
 import { createChatModel } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
@@ -136,6 +143,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     log: app.log,
     // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
     providers: lazyProviders(config, database, app, options.providers ?? {}),
+    invalidation: new LocalInvalidationBus(),
   };
   app.decorate('ctx', ctx);
   app.decorateRequest('auth', null);
@@ -187,6 +195,11 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
         { name: 'admin', description: 'Administration of accounts, institutions, users and memberships' },
         { name: 'mfa', description: 'Multi-factor authentication by e-mailed code and trusted devices' },
         { name: 'vault', description: 'Files, collections, embedding chunks and AI sanitize' },
+        { name: 'memory', description: 'Memory parameters (personal and shared key/value records) and their administration' },
+        { name: 'settings', description: 'Settings (instance variables) of an institution' },
+        { name: 'branding', description: 'Institution lookup by LTI context and public branding of a digital twin' },
+        { name: 'cloud', description: 'Third-party cloud-services tokens of an institution' },
+        { name: 'sso', description: 'SSO identity providers and their connectivity test' },
         { name: 'dev', description: 'Development helpers (not in production)' },
         { name: 'ops', description: 'Health and readiness' },
       ],
@@ -201,6 +214,12 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await tenancyRoutes(app, ctx);
   await mfaRoutes(app, ctx, identity);
   await vaultRoutes(app, ctx);
+  await memoryRoutes(app, ctx);
+  await settingsRoutes(app, ctx);
+  await brandingRoutes(app, ctx);
+  await cloudRoutes(app, ctx);
+  await ssoRoutes(app, ctx);
+  await adminSessionsRoutes(app, ctx);
 
   await ensureBootstrapAdmin(ctx);
 

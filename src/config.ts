@@ -64,7 +64,8 @@ export class ConfigError extends Error {
 /** Public revoke endpoints of the cloud providers we know; CLOUD_REVOKE_URLS overrides or extends them. */
 const DEFAULT_CLOUD_REVOKE_URLS: Record<string, string> = {
   google: 'https://oauth2.googleapis.com/revoke',
-  microsoft: 'https://login.microsoftonline.com/common/oauth2/v2.0/logout',
+  // Microsoft's identity platform has no RFC 7009 token revoke; Graph revokes the user's sign-in sessions with the token as bearer.
+  microsoft: 'https://graph.microsoft.com/v1.0/me/revokeSignInSessions',
   dropbox: 'https://api.dropboxapi.com/2/auth/token/revoke',
 };
 

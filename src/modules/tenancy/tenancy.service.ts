@@ -3,6 +3,7 @@ import type { InstitutionRow } from './tenancy.repository.js';
 import { AppError, badField, conflict, notFound, rateLimited } from '../../shared/errors.js';
 import { newId, newPublicId } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
+import { ALL_RECORDS } from '../../platform/invalidation.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { endCredentials } from '../identity/credentials.js';
 import { findMembership, findUserByEmail, findUserById, updateUser } from '../identity/identity.repository.js';
@@ -251,6 +252,8 @@ export class TenancyService {
     const account = await this.loadAccount(id);
     assertAccountDelete(auth, account);
     if (!(await repo.deleteAccount(this.db, account.id))) throw notFound('Account');
+    // Its institutions went with it (cascade): caches drop every institution.
+    await this.ctx.invalidation.publish('institution', { id: ALL_RECORDS });
   }
 
   async listAccounts(auth: AuthContext, input: AccountsListInput) {
@@ -340,6 +343,7 @@ export class TenancyService {
       throw err;
     }
     if (!row) throw notFound('Institution');
+    if (row !== institution) await this.ctx.invalidation.publish('institution', { id: institution.id });
     return presentInstitution(row);
   }
 
@@ -347,6 +351,7 @@ export class TenancyService {
     const institution = await this.loadInstitution(id);
     assertInstitution(auth, 'institutions.delete', institution);
     if (!(await repo.deleteInstitution(this.db, institution.id))) throw notFound('Institution');
+    await this.ctx.invalidation.publish('institution', { id: institution.id });
   }
 
   async listInstitutions(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; search?: string }) {
@@ -482,6 +487,7 @@ export class TenancyService {
     const { user, memberships } = await this.loadUser(id);
     assertUserDelete(auth, user, memberships);
     if (!(await repo.deleteUser(this.db, user.id))) throw notFound('User');
+    await this.ctx.invalidation.publish('user', { id: user.id });
   }
 
   async listUsers(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; institution?: string; search?: string }) {
