@@ -4,7 +4,6 @@ import { authed, everyone, type Row } from './fixture.js';
 
 const publicGet = (route: string, status = 200): Row => ({ route, expect: everyone(status), request: () => ({}) });
 
-
 export const rows: Row[] = [
   publicGet('GET /healthz'),
   publicGet('GET /readyz'),
