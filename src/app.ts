@@ -19,6 +19,7 @@ import { TokenService } from './modules/identity/tokens.js';
 import { tenancyRoutes } from './modules/tenancy/tenancy.routes.js';
 import { mfaRoutes } from './modules/mfa/mfa.routes.js';
 import { vaultRoutes } from './modules/vault/vault.routes.js';
+import { searchRoutes } from './modules/search/search.routes.js';
 import { createEmbedder } from './providers/embeddings/index.js';
 import { createChatModel } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
@@ -152,6 +153,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
         { name: 'admin', description: 'Administration of accounts, institutions, users and memberships' },
         { name: 'mfa', description: 'Multi-factor authentication by e-mailed code and trusted devices' },
         { name: 'vault', description: 'Files, collections, embedding chunks and AI sanitize' },
+        { name: 'search', description: 'Content search: dense, BM25 and knowledge-graph retrieval with fusion' },
         { name: 'dev', description: 'Development helpers (not in production)' },
         { name: 'ops', description: 'Health and readiness' },
       ],
@@ -166,6 +168,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await tenancyRoutes(app, ctx);
   await mfaRoutes(app, ctx, identity);
   await vaultRoutes(app, ctx);
+  await searchRoutes(app, ctx);
 
   await ensureBootstrapAdmin(ctx);
 

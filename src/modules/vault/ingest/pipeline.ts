@@ -5,18 +5,9 @@ import type { Embedder } from '../../../providers/embeddings/types.js';
 import { BlobNotFoundError, type BlobStorage } from '../../../providers/storage/index.js';
 import type { Clock } from '../../../shared/clock.js';
 import { newId } from '../../../shared/ids.js';
-import {
-  activateUpload,
-  deleteChunksOf,
-  findUploadById,
-  insertChunkBatch,
-  lockUploadStatus,
-  markIngestError,
-  readEmbedderState,
-  recordEmbedderIfAbsent,
-  setIngestProgress,
-  type ChunkToWrite,
-} from '../uploads.repository.js';
+import { activateUpload, findUploadById, lockUploadStatus, markIngestError, setIngestProgress } from '../uploads.repository.js';
+import { deleteChunksOf, finishUploadIndex, writeIndexedChunks, type ChunkToWrite } from '../../search/indexing.js';
+import { readEmbedderState, recordEmbedderIfAbsent } from '../../search/search.repository.js';
 import { chunkText } from './chunker.js';
 import { ExtractionError, extractText } from './extract.js';
 
@@ -209,7 +200,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       for (let i = 0; i < cut; i += STAGED_BATCH_ROWS) {
         checkAbort();
         const end = Math.min(cut, i + STAGED_BATCH_ROWS);
-        await insertChunkBatch(db, uploadId, rows.slice(i, end), clock.now());
+        await writeIndexedChunks(db, uploadId, rows.slice(i, end), clock.now());
         await yieldToEventLoop();
         await progress('indexing', 90 + (9 * end) / rows.length);
       }
@@ -226,7 +217,8 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       const state = await readEmbedderState(tx, { lock: 'share' });
       if (state && (state.id !== embedder.id || state.dimensions !== embedder.dimensions)) throw new IngestFailure(EMBEDDER_CHANGED_MESSAGE);
       if (!staged) await deleteChunksOf(tx, uploadId); // leftovers of an attempt that died mid-way
-      for (let i = 0; i < tail.length; i += INSERT_BATCH_ROWS) await insertChunkBatch(tx, uploadId, tail.slice(i, i + INSERT_BATCH_ROWS), clock.now());
+      for (let i = 0; i < tail.length; i += INSERT_BATCH_ROWS) await writeIndexedChunks(tx, uploadId, tail.slice(i, i + INSERT_BATCH_ROWS), clock.now());
+      await finishUploadIndex(tx, uploadId); // search statistics and knowledge graph of the upload
       await activateUpload(tx, uploadId, { chunkCount: rows.length, textTokens, pages, embeddingModel: embedder.id }, clock.now());
       return true;
     });
