@@ -73,7 +73,7 @@ export function foldWord(word: string): string {
     .replace(/[‐‑‒–—]/gu, '-');
 }
 
-const WORD_RE = /[\p{L}\p{N}](?:[\p{L}\p{N}'’\-]*[\p{L}\p{N}])?/gu;
+const WORD_RE = /[\p{L}\p{N}](?:[\p{L}\p{N}'’-]*[\p{L}\p{N}])?/gu;
 /** Clause boundaries: sentence punctuation, brackets, quotes, commas, line breaks. */
 const CLAUSE_RE = /[.;:!?()[\]{}"“”,\n\r\t|]+|\s-\s/u;
 const QUANTITY_RE = /(?<![\p{L}\p{N}.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?\s?(%|°[cCfF]|[$€£]|[\p{L}µ°]{1,7})(?![\p{L}\p{N}])/gu;

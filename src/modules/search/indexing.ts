@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { extractEntities } from './graph.js';
 import { insertChunkBatch, insertMentions, refreshUploadIndex, type ChunkToWrite } from './search.repository.js';
@@ -25,3 +26,20 @@ export async function finishUploadIndex(tx: DbOrTx, uploadId: string): Promise<v
 
 /** Removes an upload's chunks and every row derived from them (failed or repeated ingestion). */
 export { removeUploadIndex as deleteChunksOf, type ChunkToWrite } from './search.repository.js';
+
+/**
+ * PGlite has no autovacuum daemon, so nothing refreshes the planner's statistics: with the tables grown
+ * from empty, it keeps believing they hold a few rows and picks nested loops that cost seconds on a
+ * thousand files. After ingestion, when the indexed rows grew by a quarter since the last ANALYZE of
+ * this process (or it never ran), the search tables are analysed. On PostgreSQL autovacuum does it.
+ */
+let analysedAt = -1;
+let indexedSince = 0;
+export async function refreshPlannerStatistics(db: DbOrTx, chunksWritten: number, kind: 'pglite' | 'postgres' | undefined): Promise<void> {
+  if (kind === 'postgres') return;
+  indexedSince += chunksWritten;
+  if (analysedAt >= 0 && indexedSince < Math.max(200, analysedAt / 4)) return;
+  await db.execute(sql`analyze uploads, chunks, upload_index_stats, kg_entities, kg_mentions, kg_edges`);
+  analysedAt += indexedSince + (analysedAt < 0 ? 1 : 0);
+  indexedSince = 0;
+}

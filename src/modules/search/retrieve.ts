@@ -106,15 +106,16 @@ export interface RankedLists {
 /** The three ranked lists of a query over the caller's scope (exported for the evaluation tools). */
 export async function rankLists(ctx: AppContext, auth: AuthContext, query: string, options: RetrieveOptions): Promise<RankedLists> {
   const db = ctx.db;
-  const scope = await repo.scopeUploads(db, scopeCondition(auth, options.uploadIds, options.collectionIds));
-  const uploadIds = scope.map((s) => s.id);
+  const condition = scopeCondition(auth, options.uploadIds, options.collectionIds);
+  const scope = await repo.scopeUploads(db, condition);
+  const uploadIds = sql`u.status = 'active' and ${condition}`;
   const chunkCount = scope.reduce((n, s) => n + s.chunks, 0);
   const lexTotal = scope.reduce((n, s) => n + s.lexLen, 0);
   const methods = new Set(options.methods ?? METHODS);
   const depth = depthFor(options.limit);
   const lists: Partial<Record<Method, Ranked[]>> = {};
   let vector: string | null = null;
-  if (uploadIds.length === 0 || chunkCount === 0) return { lists, uploadCount: uploadIds.length, chunkCount, vector };
+  if (scope.length === 0 || chunkCount === 0) return { lists, uploadCount: scope.length, chunkCount, vector };
 
   // the query vector is needed for minScore and the dense score of every result, even without the dense list
   const embedder = ctx.providers.embedder;
@@ -127,10 +128,10 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   }
   if (methods.has('lexical')) lists.lexical = await lexical(db, uploadIds, query, depth, chunkCount, lexTotal);
   if (methods.has('kag')) lists.kag = await graph(db, uploadIds, query, depth, chunkCount);
-  return { lists, uploadCount: uploadIds.length, chunkCount, vector };
+  return { lists, uploadCount: scope.length, chunkCount, vector };
 }
 
-async function lexical(db: DbOrTx, uploadIds: string[], query: string, k: number, n: number, lexTotal: number): Promise<Ranked[]> {
+async function lexical(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: number, lexTotal: number): Promise<Ranked[]> {
   const lexemes = await repo.queryLexemes(db, query);
   const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)), websearch: /["]|(^|\s)-\S/u.test(query) ? query : undefined };
   const first = await repo.bm25Search(db, uploadIds, lexemes, k, params);
@@ -151,7 +152,7 @@ async function lexical(db: DbOrTx, uploadIds: string[], query: string, k: number
  * fuzzy) and, one hop away, the strongest neighbours of each (μ = decay · μ_seed · w_edge / w_max).
  * A chunk scores Σ_e μ_e · ief(e) · (1 + ln tf), ief(e) = ln(1 + N / df_e) over the scope's chunks.
  */
-async function graph(db: DbOrTx, uploadIds: string[], query: string, k: number, n: number): Promise<Ranked[]> {
+async function graph(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: number): Promise<Ranked[]> {
   const { entities, words } = queryEntityCandidates(query);
   const names = entities.map((e) => e.name);
   if (names.length + words.length === 0) return [];

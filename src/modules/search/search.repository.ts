@@ -1,4 +1,4 @@
-import { eq, inArray, sql } from 'drizzle-orm';
+import { eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { chunks, systemState, uploads } from '../../db/schema.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
@@ -192,14 +192,13 @@ export interface Scored {
  * (a MATERIALIZED scan the HNSW index cannot serve); else the HNSW index with iterative scanning, so a
  * filtered top-k is never short (pgvector ≥ 0.8), re-sorted because relaxed order may swap neighbours.
  */
-export async function denseSearch(db: DbOrTx, uploadIds: string[], vector: string, k: number, exact: boolean): Promise<Scored[]> {
-  const ids = textArray(uploadIds);
-  if (exact) {
+export async function denseSearch(db: DbOrTx, scope: SQL, vector: string, k: number, exact: boolean): Promise<Scored[]> {
+    if (exact) {
     const rows = await rowsOf<{ id: string; score: number }>(
       db,
       sql`with d as materialized (
             select c.id, c.embedding <=> ${vector}::vector as dist from chunks c
-             where c.upload_id = any(${ids}::text[]) and c.embedding is not null)
+             where c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null)
           select id, 1 - dist as score from d order by dist, id limit ${k}`,
     );
     return rows.map((r) => ({ id: r.id, score: Number(r.score) }));
@@ -211,7 +210,7 @@ export async function denseSearch(db: DbOrTx, uploadIds: string[], vector: strin
       tx,
       sql`select id, score from (
             select c.id, 1 - (c.embedding <=> ${vector}::vector) as score from chunks c
-             where c.upload_id = any(${ids}::text[]) and c.embedding is not null
+             where c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null
              order by c.embedding <=> ${vector}::vector limit ${k}) t
           order by score desc, id`,
     );
@@ -247,14 +246,13 @@ export interface Bm25Params {
  */
 export async function bm25Search(
   db: DbOrTx,
-  uploadIds: string[],
+  scope: SQL,
   lexemes: Array<{ lexeme: string; qtf: number }>,
   k: number,
   p: Bm25Params,
 ): Promise<{ hits: Scored[]; df: Map<string, number> }> {
-  if (lexemes.length === 0 || uploadIds.length === 0) return { hits: [], df: new Map() };
-  const ids = textArray(uploadIds);
-  const lex = textArray(lexemes.map((l) => l.lexeme));
+  if (lexemes.length === 0 ) return { hits: [], df: new Map() };
+    const lex = textArray(lexemes.map((l) => l.lexeme));
   const qtf = `{${lexemes.map((l) => l.qtf).join(',')}}`;
   const tsquery = lexemes.map((l) => `'${l.lexeme.replace(/'/g, "''")}'`).join(' | ');
   const websearch = p.websearch ? sql` and c.tsv @@ websearch_to_tsquery('english', ${p.websearch})` : sql``;
@@ -262,7 +260,7 @@ export async function bm25Search(
     db,
     sql`with ql as (select * from unnest(${lex}::text[], ${qtf}::int[]) as q(lexeme, qtf)),
          cand as (select c.id, c.tsv, c.lex_len from chunks c
-                   where c.upload_id = any(${ids}::text[]) and c.tsv @@ ${tsquery}::tsquery${websearch}),
+                   where c.upload_id in (select u.id from uploads u where ${scope}) and c.tsv @@ ${tsquery}::tsquery${websearch}),
          post as (select cand.id, t.lexeme, coalesce(array_length(t.positions, 1), 1) as tf, cand.lex_len
                     from cand cross join lateral unnest(cand.tsv) t where t.lexeme = any(${lex}::text[])),
          df as (select lexeme, count(*)::float8 as n from post group by lexeme),
@@ -285,14 +283,14 @@ export async function bm25Search(
  * Trigram correction of misspelt names: the closest name or acronym entity of the scope for each
  * word (similarity ≥ minSimilarity), through the GIN trigram index.
  */
-export async function closestNames(db: DbOrTx, uploadIds: string[], words: string[], minSimilarity: number): Promise<Array<{ word: string; name: string; sim: number }>> {
-  if (words.length === 0 || uploadIds.length === 0) return [];
+export async function closestNames(db: DbOrTx, scope: SQL, words: string[], minSimilarity: number): Promise<Array<{ word: string; name: string; sim: number }>> {
+  if (words.length === 0 ) return [];
   const rows = await rowsOf<{ word: string; name: string; sim: number }>(
     db,
     sql`select w.word, m.name, m.sim from unnest(${textArray(words)}::text[]) as w(word)
         cross join lateral (
           select e.name, similarity(e.name, w.word) as sim from kg_entities e
-           where e.name % w.word and e.upload_id = any(${textArray(uploadIds)}::text[]) and e.kind in ('name', 'acronym')
+           where e.name % w.word and e.upload_id in (select u.id from uploads u where ${scope}) and e.kind in ('name', 'acronym')
            order by sim desc, e.name limit 1) m
         where m.sim >= ${minSimilarity}`,
   );
@@ -300,25 +298,25 @@ export async function closestNames(db: DbOrTx, uploadIds: string[], words: strin
 }
 
 /** Exact entity matches: `names` against every entity, `words` against name and acronym entities only. */
-export async function exactEntities(db: DbOrTx, uploadIds: string[], names: string[], words: string[]): Promise<Array<{ name: string }>> {
-  if (uploadIds.length === 0 || names.length + words.length === 0) return [];
+export async function exactEntities(db: DbOrTx, scope: SQL, names: string[], words: string[]): Promise<Array<{ name: string }>> {
+  if (names.length + words.length === 0) return [];
   return rowsOf(
     db,
     sql`select distinct e.name from kg_entities e
-         where e.upload_id = any(${textArray(uploadIds)}::text[])
+         where e.upload_id in (select u.id from uploads u where ${scope})
            and (e.name = any(${textArray(names)}::text[]) or (e.name = any(${textArray(words)}::text[]) and e.kind in ('name', 'acronym')))`,
   );
 }
 
 /** Trigram-fuzzy entity matches of phrases not matched exactly (best two each, similarity ≥ min). */
-export async function fuzzyEntities(db: DbOrTx, uploadIds: string[], phrases: string[], minSimilarity: number): Promise<Array<{ phrase: string; name: string; sim: number }>> {
-  if (phrases.length === 0 || uploadIds.length === 0) return [];
+export async function fuzzyEntities(db: DbOrTx, scope: SQL, phrases: string[], minSimilarity: number): Promise<Array<{ phrase: string; name: string; sim: number }>> {
+  if (phrases.length === 0 ) return [];
   const rows = await rowsOf<{ phrase: string; name: string; sim: number }>(
     db,
     sql`select p.phrase, m.name, m.sim from unnest(${textArray(phrases)}::text[]) as p(phrase)
         cross join lateral (
           select e.name, max(similarity(e.name, p.phrase)) as sim from kg_entities e
-           where e.name % p.phrase and e.upload_id = any(${textArray(uploadIds)}::text[])
+           where e.name % p.phrase and e.upload_id in (select u.id from uploads u where ${scope})
            group by e.name order by sim desc, e.name limit 2) m
         where m.sim >= ${minSimilarity}`,
   );
@@ -326,24 +324,24 @@ export async function fuzzyEntities(db: DbOrTx, uploadIds: string[], phrases: st
 }
 
 /** Strongest co-occurrence neighbours of the seed entities in scope (edge weights summed over uploads). */
-export async function neighbours(db: DbOrTx, uploadIds: string[], seeds: string[], limit: number): Promise<Array<{ a: string; b: string; w: number }>> {
-  if (seeds.length === 0 || uploadIds.length === 0) return [];
+export async function neighbours(db: DbOrTx, scope: SQL, seeds: string[], limit: number): Promise<Array<{ a: string; b: string; w: number }>> {
+  if (seeds.length === 0 ) return [];
   const rows = await rowsOf<{ a: string; b: string; w: number }>(
     db,
     sql`select a, b, sum(weight)::int as w from kg_edges
-         where upload_id = any(${textArray(uploadIds)}::text[]) and (a = any(${textArray(seeds)}::text[]) or b = any(${textArray(seeds)}::text[]))
+         where upload_id in (select u.id from uploads u where ${scope}) and (a = any(${textArray(seeds)}::text[]) or b = any(${textArray(seeds)}::text[]))
          group by a, b order by w desc, a, b limit ${limit}`,
   );
   return rows.map((r) => ({ a: r.a, b: r.b, w: Number(r.w) }));
 }
 
 /** Mentions of the entities in scope: which chunk, how often. */
-export async function mentionsOf(db: DbOrTx, uploadIds: string[], names: string[], limit: number): Promise<Array<{ chunkId: string; name: string; tf: number }>> {
-  if (names.length === 0 || uploadIds.length === 0) return [];
+export async function mentionsOf(db: DbOrTx, scope: SQL, names: string[], limit: number): Promise<Array<{ chunkId: string; name: string; tf: number }>> {
+  if (names.length === 0 ) return [];
   const rows = await rowsOf<{ chunk_id: string; name: string; tf: number }>(
     db,
     sql`select chunk_id, name, tf from kg_mentions
-         where name = any(${textArray(names)}::text[]) and upload_id = any(${textArray(uploadIds)}::text[]) limit ${limit}`,
+         where name = any(${textArray(names)}::text[]) and upload_id in (select u.id from uploads u where ${scope}) limit ${limit}`,
   );
   return rows.map((r) => ({ chunkId: r.chunk_id, name: r.name, tf: Number(r.tf) }));
 }

@@ -5,7 +5,7 @@ export const CONFIDENTIAL_SNIPPET = '[confidential]';
 export const SNIPPET_TARGET = 200;
 export const MAX_SNIPPET = 400;
 
-const WORD_RE = /[\p{L}\p{N}](?:[\p{L}\p{N}'’\-]*[\p{L}\p{N}])?/gu;
+const WORD_RE = /[\p{L}\p{N}](?:[\p{L}\p{N}'’-]*[\p{L}\p{N}])?/gu;
 
 /** Comparable form of a word: folded, singular, cut to 6 characters (a cheap stand-in for the stemmer). */
 const key = (w: string) => singular(foldWord(w)).slice(0, 6);

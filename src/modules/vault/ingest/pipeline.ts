@@ -6,7 +6,7 @@ import { BlobNotFoundError, type BlobStorage } from '../../../providers/storage/
 import type { Clock } from '../../../shared/clock.js';
 import { newId } from '../../../shared/ids.js';
 import { activateUpload, findUploadById, lockUploadStatus, markIngestError, setIngestProgress } from '../uploads.repository.js';
-import { deleteChunksOf, finishUploadIndex, writeIndexedChunks, type ChunkToWrite } from '../../search/indexing.js';
+import { deleteChunksOf, finishUploadIndex, refreshPlannerStatistics, writeIndexedChunks, type ChunkToWrite } from '../../search/indexing.js';
 import { readEmbedderState, recordEmbedderIfAbsent } from '../../search/search.repository.js';
 import { chunkText } from './chunker.js';
 import { ExtractionError, extractText } from './extract.js';
@@ -223,6 +223,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       return true;
     });
     if (!activated) return { status: 'skipped', reason: 'upload left processing before indexing' };
+    await refreshPlannerStatistics(db, rows.length, deps.singleConnection ? 'pglite' : 'postgres');
     lap('index');
     log.info({ uploadId, chunks: rows.length, textTokens, pages, timings }, 'upload ingested');
     return { status: 'active', chunkCount: rows.length, textTokens, pages, timings };

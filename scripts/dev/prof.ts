@@ -1,0 +1,18 @@
+import { openDatabase, rowsOf } from '../../src/db/client.js';
+import { sql } from 'drizzle-orm';
+const database = await openDatabase({ pgliteDataDir: '/tmp/evalcran/pgdata' });
+const db = database.db;
+const [u] = await rowsOf<any>(db, sql`select id from users limit 1`);
+const scope = sql`u.status = 'active' and u.scope = 'personal' and u.owner_user_id = ${u.id}`;
+const t = async (name: string, q: any) => { const s = performance.now(); const r = await rowsOf<any>(db, q); console.log(name, (performance.now() - s).toFixed(1), 'ms', r.length); return r; };
+await t('warm', sql`select 1`);
+await t('analyze', sql`analyze`);
+await t('scope', sql`select u.id from uploads u where ${scope}`);
+await t('exact dense', sql`with d as materialized (select c.id, c.embedding <=> (select embedding from chunks limit 1) as dist from chunks c where c.upload_id in (select u.id from uploads u where ${scope})) select id from d order by dist limit 50`);
+await t('cand', sql`select count(*) from chunks c where c.upload_id in (select u.id from uploads u where ${scope}) and c.tsv @@ 'boundari | layer | flow'::tsquery`);
+await t('post', sql`select count(*) from chunks c cross join lateral unnest(c.tsv) t where c.upload_id in (select u.id from uploads u where ${scope}) and c.tsv @@ 'boundari | layer | flow'::tsquery and t.lexeme = any('{boundari,layer,flow}'::text[])`);
+await t('mentions', sql`select count(*) from kg_mentions where name = any('{boundary layer,flow}'::text[]) and upload_id in (select u.id from uploads u where ${scope})`);
+await t('edges', sql`select a,b,sum(weight) from kg_edges where upload_id in (select u.id from uploads u where ${scope}) and (a = any('{boundary layer}'::text[]) or b = any('{boundary layer}'::text[])) group by a,b order by 3 desc limit 12`);
+await t('fuzzy', sql`select e.name, similarity(e.name, 'boundary layr') from kg_entities e where e.name % 'boundary layr' and e.upload_id in (select u.id from uploads u where ${scope}) limit 5`);
+await t('explain edges', sql`explain analyze select a,b,sum(weight) from kg_edges where upload_id in (select u.id from uploads u where ${scope}) and (a = any('{boundary layer}'::text[]) or b = any('{boundary layer}'::text[])) group by a,b order by 3 desc limit 12`).then((r) => console.log(r.map((x: any) => x['QUERY PLAN']).join('\n')));
+await database.close();
