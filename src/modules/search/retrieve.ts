@@ -134,7 +134,8 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
 async function lexical(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: number, lexTotal: number): Promise<Ranked[]> {
   const lexemes = await repo.queryLexemes(db, query);
   const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)), websearch: /["]|(^|\s)-\S/u.test(query) ? query : undefined };
-  const first = await repo.bm25Search(db, uploadIds, lexemes, k, params);
+  let first = await repo.bm25Search(db, uploadIds, lexemes, k, params);
+  if (process.env.SEARCH_PRF === '1' && first.hits.length > 0) first = { ...first, hits: await feedback(db, uploadIds, lexemes, first.hits, k, params) };
   // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity
   const unknown = lexemes.filter((l) => !first.df.has(l.lexeme)).map((l) => l.lexeme);
   if (unknown.length === 0) return first.hits;
@@ -145,6 +146,28 @@ async function lexical(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: 
   const merged = [...known, ...extra.filter((e) => !known.some((k2) => k2.lexeme === e.lexeme))];
   if (extra.length === 0) return first.hits;
   return (await repo.bm25Search(db, uploadIds, merged, k, params)).hits;
+}
+
+/** RM3 with the usual parameters (Lavrenko & Croft; Anserini's defaults): 10 feedback chunks, 10 terms, λ 0.5. */
+const FB_DOCS = 10;
+const FB_TERMS = 10;
+const FB_LAMBDA = 0.5;
+
+/**
+ * Pseudo-relevance feedback: the first pass's top chunks supply expansion terms (relevance model),
+ * mixed with the query (λ), and BM25 runs again with the weighted terms.
+ */
+async function feedback(db: DbOrTx, scope: SQL, lexemes: Array<{ lexeme: string; qtf: number }>, hits: Ranked[], k: number, params: repo.Bm25Params): Promise<Ranked[]> {
+  const top = hits.slice(0, FB_DOCS);
+  const sum = top.reduce((s, h) => s + h.score, 0) || 1;
+  const terms = await repo.feedbackTerms(db, top.map((h) => ({ id: h.id, weight: h.score / sum })), FB_TERMS);
+  const termSum = terms.reduce((s, t) => s + t.weight, 0) || 1;
+  const qSum = lexemes.reduce((s, l) => s + l.qtf, 0) || 1;
+  const weights = new Map<string, number>();
+  for (const l of lexemes) weights.set(l.lexeme, (1 - FB_LAMBDA) * (l.qtf / qSum));
+  for (const t of terms) weights.set(t.lexeme, (weights.get(t.lexeme) ?? 0) + FB_LAMBDA * (t.weight / termSum));
+  const expanded = [...weights.entries()].map(([lexeme, qtf]) => ({ lexeme, qtf }));
+  return (await repo.bm25Search(db, scope, expanded, k, params)).hits;
 }
 
 /**

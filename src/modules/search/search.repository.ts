@@ -253,12 +253,12 @@ export async function bm25Search(
 ): Promise<{ hits: Scored[]; df: Map<string, number> }> {
   if (lexemes.length === 0 ) return { hits: [], df: new Map() };
     const lex = textArray(lexemes.map((l) => l.lexeme));
-  const qtf = `{${lexemes.map((l) => l.qtf).join(',')}}`;
+  const qtf = `{${lexemes.map((l) => (Number.isFinite(l.qtf) ? l.qtf : 0)).join(',')}}`;
   const tsquery = lexemes.map((l) => `'${l.lexeme.replace(/'/g, "''")}'`).join(' | ');
   const websearch = p.websearch ? sql` and c.tsv @@ websearch_to_tsquery('english', ${p.websearch})` : sql``;
   const rows = await rowsOf<{ id: string | null; score: number | null; df: Record<string, number> | string | null }>(
     db,
-    sql`with ql as (select * from unnest(${lex}::text[], ${qtf}::int[]) as q(lexeme, qtf)),
+    sql`with ql as (select * from unnest(${lex}::text[], ${qtf}::float8[]) as q(lexeme, qtf)),
          cand as (select c.id, c.tsv, c.lex_len from chunks c
                    where c.upload_id in (select u.id from uploads u where ${scope}) and c.tsv @@ ${tsquery}::tsquery${websearch}),
          post as (select cand.id, t.lexeme, coalesce(array_length(t.positions, 1), 1) as tf, cand.lex_len
@@ -277,6 +277,23 @@ export async function bm25Search(
     hits: rows.filter((r) => r.id !== null).map((r) => ({ id: r.id!, score: Number(r.score) })),
     df: new Map(Object.entries(dfObj).map(([l, n]) => [l, Number(n)])),
   };
+}
+
+/**
+ * Relevance-model feedback terms (RM3's P(w|R)): the lexemes of the given chunks weighted by
+ * Σ_d P(w|d)·P(d|q), with P(w|d) = tf / lex_len and P(d|q) the chunks' normalised first-pass scores.
+ */
+export async function feedbackTerms(db: DbOrTx, chunks: Array<{ id: string; weight: number }>, n: number): Promise<Array<{ lexeme: string; weight: number }>> {
+  if (chunks.length === 0) return [];
+  const rows = await rowsOf<{ lexeme: string; weight: number }>(
+    db,
+    sql`select t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)::float8 / greatest(c.lex_len, 1) * w.w) as weight
+          from unnest(${textArray(chunks.map((c) => c.id))}::text[], ${`{${chunks.map((c) => c.weight).join(',')}}`}::float8[]) as w(id, w)
+          join chunks c on c.id = w.id cross join lateral unnest(c.tsv) t
+         where length(t.lexeme) > 1
+         group by t.lexeme order by weight desc, t.lexeme limit ${n}`,
+  );
+  return rows.map((r) => ({ lexeme: r.lexeme, weight: Number(r.weight) }));
 }
 
 /**

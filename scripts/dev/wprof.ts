@@ -1,0 +1,46 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
+import { openDatabase } from '../../src/db/client.js';
+import { insertChunkBatch, insertMentions, dropEmbeddingIndex } from '../../src/modules/search/search.repository.js';
+import { extractEntities } from '../../src/modules/search/graph.js';
+import { insertUpload } from '../../src/modules/vault/uploads.repository.js';
+import { insertAccount, insertUser } from '../../src/modules/tenancy/tenancy.repository.js';
+import { LocalEmbedder } from '../../src/providers/embeddings/index.js';
+import { vectorLiteral } from '../../src/modules/vault/ingest/pipeline.js';
+import { newId } from '../../src/shared/ids.js';
+import { loadCollection } from '../eval-search.js';
+const col = loadCollection('/work/shared/datasets/cranfield');
+const database = await openDatabase({ pgliteDataDir: join(mkdtempSync(join(tmpdir(), 'wp-')), 'pg') });
+await database.migrate();
+const db = database.db;
+const a = await insertAccount(db, { id: newId(), name: 'x' });
+const u = await insertUser(db, { id: newId(), accountId: a.id, email: 'a@b.c', passwordHash: 'x' });
+const up = newId();
+await insertUpload(db, { id: up, originalname: 'f', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: u.id, accountId: a.id, storageKey: up, sha256: up });
+const texts = col.docs.slice(0, 400).map((d) => d.text);
+const e = new LocalEmbedder(384);
+let t = performance.now();
+const vecs = await e.embed(texts);
+console.log('embed', (performance.now() - t).toFixed(0));
+const rows = texts.map((text, i) => ({ id: newId(), index: i, text, heading: null, tokens: 100, embedding: vectorLiteral(vecs[i]!, 384) }));
+for (const withIndex of [true, false]) {
+  if (!withIndex) { await db.execute(sql`delete from chunks`); await dropEmbeddingIndex(db); }
+  t = performance.now();
+  for (let i = 0; i < 200; i += 100) await insertChunkBatch(db, up, rows.slice(i, i + 100).map((r) => ({ ...r, id: newId(), index: r.index + (withIndex ? 0 : 1000) })), new Date());
+  console.log('chunks 200, hnsw', withIndex, (performance.now() - t).toFixed(0), 'ms');
+}
+const ids = (await db.execute(sql`select id, text from chunks`) as any).rows;
+t = performance.now();
+const ments = ids.map((r: any) => ({ chunkId: r.id, mentions: extractEntities(r.text) }));
+console.log('extract 200', (performance.now() - t).toFixed(0), 'ms', ments.reduce((s: number, m: any) => s + m.mentions.length, 0), 'mentions');
+t = performance.now();
+await insertMentions(db, up, ments);
+console.log('mentions insert', (performance.now() - t).toFixed(0), 'ms');
+t = performance.now();
+await db.execute(sql`select 1`);
+const { refreshUploadIndex } = await import('../../src/modules/search/search.repository.js');
+await refreshUploadIndex(db, up);
+console.log('refresh', (performance.now() - t).toFixed(0), 'ms');
+await database.close();
