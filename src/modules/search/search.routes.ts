@@ -26,9 +26,12 @@ export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
           'statistics of your scope; quoted phrases and -exclusions follow websearch_to_tsquery; misspelt names are corrected by trigram ' +
           'similarity), and the knowledge graph (entities of the query matched exactly then by trigram similarity, their chunks, one hop ' +
           'along the strongest co-occurrence edges with a decay, scored by inverse entity frequency). ' +
-          'Fusion: an evidence-weighted CombSUM. Each list is divided by its best score; each list is weighted by the share of its top 10 ' +
-          'that the other lists also found (a weak or empty side earns no weight), and `score` = Σ w·norm / Σ w, in 0..1. ' +
-          '`source`: `rag` (dense and/or lexical), `kag` (graph only) or `fused` (both). `minScore` drops `rag` results whose dense cosine ' +
+          'Fusion: a CombSUM anchored on BM25 and weighted by evidence. Each list is divided by its best score; BM25 weighs 1, dense and ' +
+          'graph each ½ × the share of their top 10 that BM25\'s top 10 confirms (a side retrieving noise earns nothing); without BM25 hits ' +
+          'the other sides weigh equally; `score` = Σ w·norm / Σ w, in 0..1. ' +
+          '`source`: `rag` (dense and/or lexical), `kag` (graph only) or `fused` (both; found by dense = a cosine of at least half the ' +
+          "query's best). " +
+          '`minScore` drops `rag` results whose dense cosine ' +
           'is below it and is ignored for `kag` and `fused` results. `totalScanned` counts the distinct candidates before that filter; ' +
           '`uploadCount` the distinct uploads searched. Snippets: about 200 characters around the densest cluster of query terms (never ' +
           'over 400); exactly `[confidential]` for confidential files, whose text appears in no other field either. ' +
