@@ -35,7 +35,15 @@ before(async () => {
   w = await makeWorld(t.database);
   for (const [k, u] of Object.entries({ a1: w.userA1, a1admin: w.adminA1, a2: w.userA2, b1: w.userB1 })) tokens[k] = (await login(t.app, u.email)).accessToken;
   // user A1: personal, instance (A1), account (A) files; others: files that must never reach A1's user
-  await put(tokens.a1!, 'zorblax', 'Zorblax Quintavern founded the Hemlock Guild in Varnholm. The Hemlock Guild keeps the old charters of Varnholm.', { scope: 'personal' });
+  // the Hemlock Guild is named once, beside ten words said twice: the lexical side's relevance feedback
+  // (its ten strongest terms) does not reach the guild's own file, the graph's edge from the name does
+  await put(
+    tokens.a1!,
+    'zorblax',
+    'Zorblax Quintavern founded the Hemlock Guild. Zorblax Quintavern sailed and sailed, charted and charted, mapped and mapped, ' +
+      'painted and painted, sang and sang, danced and danced, wrote and wrote, rowed and rowed.',
+    { scope: 'personal' },
+  );
   await put(tokens.a1!, 'guild', 'The Hemlock Guild trades amber and salt along the northern coast every spring.', { scope: 'instance' });
   await put(tokens.a1!, 'turbines', 'Wind turbines convert the kinetic energy of moving air into electricity; the rotor blades drive a generator.', { scope: 'account' });
   await put(tokens.a1admin!, 'secret', 'Confidential merger plan: Project Nightjar acquires Bluewave Dynamics for 40 million.', { scope: 'instance', confidential: 'true' });

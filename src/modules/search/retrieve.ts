@@ -135,7 +135,7 @@ async function lexical(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: 
   const lexemes = await repo.queryLexemes(db, query);
   const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)), websearch: /["]|(^|\s)-\S/u.test(query) ? query : undefined };
   let first = await repo.bm25Search(db, uploadIds, lexemes, k, params);
-  if (process.env.SEARCH_PRF === '1' && first.hits.length > 0) first = { ...first, hits: await feedback(db, uploadIds, lexemes, first.hits, k, params) };
+  if (first.hits.length > 0) first = { ...first, hits: await feedback(db, uploadIds, lexemes, first.hits, k, params) };
   // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity
   const unknown = lexemes.filter((l) => !first.df.has(l.lexeme)).map((l) => l.lexeme);
   if (unknown.length === 0) return first.hits;
