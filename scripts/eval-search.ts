@@ -76,14 +76,14 @@ export function loadCollection(dir: string) {
   return { docs, queries: queries.map((q) => ({ ...q, key: keyOf(q) })), qrels, byPosition };
 }
 
+/** nDCG@k with linear gains (trec_eval's convention): DCG = Σ gain_i / log2(i + 1), i from 1. */
 export function ndcgAt(ranked: string[], rel: Map<string, number>, k = 10): number {
   let dcg = 0;
   ranked.slice(0, k).forEach((d, i) => {
-    const g = rel.get(d) ?? 0;
-    dcg += (2 ** g - 1) / Math.log2(i + 2);
+    dcg += (rel.get(d) ?? 0) / Math.log2(i + 2);
   });
   const ideal = [...rel.values()].sort((a, b) => b - a).slice(0, k);
-  const idcg = ideal.reduce((s, g, i) => s + (2 ** g - 1) / Math.log2(i + 2), 0);
+  const idcg = ideal.reduce((s, g, i) => s + g / Math.log2(i + 2), 0);
   return idcg > 0 ? dcg / idcg : 0;
 }
 
@@ -236,7 +236,7 @@ async function main() {
       table.push({ method, ndcg: avg(n), recall: avg(r), ms: avg(ms) });
       console.log(`${method.padEnd(32)}${avg(n).toFixed(4)}   ${avg(r).toFixed(4)}     ${avg(ms).toFixed(1)}`);
     }
-    console.log(`\n${queries.length} queries; nDCG@10 (graded gains), recall@10; server-side mean ms per query`);
+    console.log(`\n${queries.length} queries; nDCG@10 (linear graded gains), recall@10; server-side mean ms per query`);
     console.log('method                          nDCG@10  recall@10  ms');
     for (const t of table) console.log(`${t.method.padEnd(32)}${t.ndcg.toFixed(4)}   ${t.recall.toFixed(4)}     ${t.ms ? t.ms.toFixed(1) : '-'}`);
     console.log(`\ntotal ${((performance.now() - started) / 1000).toFixed(1)} s`);
