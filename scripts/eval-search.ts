@@ -216,11 +216,17 @@ async function main() {
       const r: number[] = [];
       const ms: number[] = [];
       for (const q of queries) {
-        const res = await fetch(`${base}/api/user/files/search-content`, {
-          method: 'POST',
-          headers: { ...auth, 'content-type': 'application/json' },
-          body: JSON.stringify({ query: q.text.slice(0, 500), limit: 30, method }),
-        });
+        const send = () =>
+          fetch(`${base}/api/user/files/search-content`, {
+            method: 'POST',
+            headers: { ...auth, 'content-type': 'application/json' },
+            body: JSON.stringify({ query: q.text.slice(0, 500), limit: 30, method }),
+          });
+        let res = await send();
+        if (res.status === 401) {
+          await signIn(); // the access token expired during a long run
+          res = await send();
+        }
         if (res.status !== 200) throw new Error(`query ${q.id} (${method}): ${res.status} ${await res.text()}`);
         const body = (await res.json()) as { results: Array<{ uploadId: string }>; tookMs: number };
         const ranked: string[] = [];
