@@ -29,6 +29,7 @@ import { cloudRoutes } from './modules/cloud/cloud.routes.js';
 import { ssoRoutes } from './modules/sso/sso.routes.js';
 import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
 import { LocalInvalidationBus } from './platform/invalidation.js';
+import { searchRoutes } from './modules/search/search.routes.js';
 import { createEmbedder } from './providers/embeddings/index.js';
 import { createChatModel } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
@@ -201,6 +202,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
         { name: 'branding', description: 'Institution lookup by LTI context and public branding of a digital twin' },
         { name: 'cloud', description: 'Third-party cloud-services tokens of an institution' },
         { name: 'sso', description: 'SSO identity providers and their connectivity test' },
+        { name: 'search', description: 'Content search: dense, BM25 and knowledge-graph retrieval with fusion' },
         { name: 'dev', description: 'Development helpers (not in production)' },
         { name: 'ops', description: 'Health and readiness' },
       ],
@@ -221,6 +223,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await cloudRoutes(app, ctx);
   await ssoRoutes(app, ctx);
   await adminSessionsRoutes(app, ctx);
+  await searchRoutes(app, ctx);
 
   await ensureBootstrapAdmin(ctx);
 

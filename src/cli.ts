@@ -14,6 +14,7 @@ Commands:
   create-admin --email E --password P     create a superadmin (or promote that user and reset the password)
   seed-demo                               create a demo account, two institutions, admins, users; prints the logins
   reembed                                 re-embed every chunk with the configured embedder (after changing it)
+  regraph                                 rebuild the knowledge graph and search statistics of every indexed file
 
 Configuration comes from the environment (see README).`;
 
@@ -64,6 +65,21 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
       }
       out('logins (e-mail / password):');
       for (const login of demo.logins) out(`  ${login.role.padEnd(13)} ${login.email} / ${login.password}`);
+      return 0;
+    }
+    case 'regraph': {
+      const { regraphAll } = await import('./modules/search/regraph.js');
+      await withDatabase(config, async (database) => {
+        out('rebuilding the knowledge graph of every indexed file...');
+        let last = 0;
+        const r = await regraphAll(database.db, (done, total) => {
+          if (done === total || performance.now() - last > 2000) {
+            last = performance.now();
+            out(`  ${done}/${total} files`);
+          }
+        });
+        out(`done: ${r.uploads} files, ${r.chunks} chunks in ${(r.ms / 1000).toFixed(1)} s`);
+      });
       return 0;
     }
     case 'reembed': {

@@ -164,7 +164,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
   if (llm.provider === 'openai-compatible' && !llm.model) problems.push('LLM_MODEL is required when LLM_PROVIDER=openai-compatible');
 
   const embeddings: EmbeddingsConfig = {
-    provider: oneOf('EMBEDDINGS_PROVIDER', ['local', 'openai-compatible'] as const, 'local'),
+    provider: oneOf('EMBEDDINGS_PROVIDER', ['local', 'openai-compatible', 'onnx'] as const, 'local'),
+    modelPath: str('EMBEDDINGS_MODEL_PATH'),
     baseUrl: url('EMBEDDINGS_BASE_URL'),
     apiKey: str('EMBEDDINGS_API_KEY'),
     model: str('EMBEDDINGS_MODEL'),
@@ -173,6 +174,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     timeoutMs: int('EMBEDDINGS_TIMEOUT_MS', 60_000, 100, 600_000),
     maxRetries: int('EMBEDDINGS_MAX_RETRIES', 2, 0, 10),
   };
+  if (embeddings.provider === 'onnx' && !embeddings.modelPath) problems.push('EMBEDDINGS_MODEL_PATH is required when EMBEDDINGS_PROVIDER=onnx');
   if (embeddings.provider === 'openai-compatible') {
     if (!embeddings.baseUrl) problems.push('EMBEDDINGS_BASE_URL is required when EMBEDDINGS_PROVIDER=openai-compatible');
     if (!embeddings.model) problems.push('EMBEDDINGS_MODEL is required when EMBEDDINGS_PROVIDER=openai-compatible');

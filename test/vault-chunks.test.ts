@@ -7,7 +7,7 @@ import { createChatModel, SANITIZE_SYSTEM_PROMPT, type ChatModel } from '../src/
 import { countTokens } from '../src/modules/vault/ingest/chunker.js';
 import { ingestGiveUp } from '../src/modules/vault/ingest/pipeline.js';
 import type { Job } from '../src/platform/jobs.js';
-import { writeEmbedderState } from '../src/modules/vault/uploads.repository.js';
+import { writeEmbedderState } from '../src/modules/search/search.repository.js';
 import type { Embedder } from '../src/providers/embeddings/types.js';
 import { newId } from '../src/shared/ids.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';

@@ -11,7 +11,7 @@ import type { Embedder } from '../src/providers/embeddings/types.js';
 import { ManualClock } from '../src/shared/clock.js';
 import { EMBEDDER_CHANGED_MESSAGE, INGEST_MAX_ATTEMPTS } from '../src/modules/vault/ingest/pipeline.js';
 import { checkEmbedder, reembedAll } from '../src/modules/vault/ingest/reembed.js';
-import { embeddingColumnDimensions, readEmbedderState } from '../src/modules/vault/uploads.repository.js';
+import { embeddingColumnDimensions, readEmbedderState } from '../src/modules/search/search.repository.js';
 import { newId } from '../src/shared/ids.js';
 import { bearer, login, makeWorld, openTestDatabase, startTestApp, testConfig, type TestApp } from './support/app.js';
 import { makeDocx, makePdf, uploadOk, waitForIngestion } from './support/uploads.js';

@@ -299,6 +299,8 @@ export const chunks = pgTable(
     tokens: integer('tokens').notNull(),
     embedding: vector('embedding', { dimensions: DEFAULT_EMBEDDING_DIMENSIONS }),
     tsv: tsvector('tsv'),
+    /** BM25 document length: lexemes in tsv counted with repetition (search module). */
+    lexLen: integer('lex_len').notNull().default(0),
     createdAt: created(),
     updatedAt: updated(),
   },
@@ -388,6 +390,66 @@ export const creditAwards = pgTable(
     createdAt: created(),
   },
   (t) => [primaryKey({ columns: [t.userId, t.institutionId] })],
+);
+
+// ───────────────────────────── search: BM25 statistics and the knowledge graph ─────────────────────────────
+// Owned by src/modules/search/search.repository.ts. Every row hangs off an upload (or a chunk) with
+// ON DELETE CASCADE, so it is scoped exactly like its upload and leaves with it.
+
+/** Per-upload BM25 statistics: indexed chunks and the sum of their lex_len (avgdl of a scope = Σlex / Σchunks). */
+export const uploadIndexStats = pgTable('upload_index_stats', {
+  uploadId: text('upload_id')
+    .primaryKey()
+    .references(() => uploads.id, { onDelete: 'cascade' }),
+  chunks: integer('chunks').notNull().default(0),
+  lexLen: bigint('lex_len', { mode: 'number' }).notNull().default(0),
+});
+
+/** Entities of one upload (normalised name), with the number of its chunks that mention them. */
+export const kgEntities = pgTable(
+  'kg_entities',
+  {
+    uploadId: text('upload_id')
+      .notNull()
+      .references(() => uploads.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    /** name | acronym | quantity | phrase */
+    kind: text('kind').notNull(),
+    chunkCount: integer('chunk_count').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.uploadId, t.name] }), index('kg_entities_name_idx').on(t.name), index('kg_entities_name_trgm').using('gin', sql`${t.name} gin_trgm_ops`)],
+);
+
+/** Entity → chunk mentions; `rank` orders a chunk's entities by salience (edges use the first few). */
+export const kgMentions = pgTable(
+  'kg_mentions',
+  {
+    chunkId: text('chunk_id')
+      .notNull()
+      .references(() => chunks.id, { onDelete: 'cascade' }),
+    uploadId: text('upload_id')
+      .notNull()
+      .references(() => uploads.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    kind: text('kind').notNull(),
+    tf: integer('tf').notNull(),
+    rank: integer('rank').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.chunkId, t.name] }), index('kg_mentions_name_idx').on(t.name, t.uploadId), index('kg_mentions_upload_idx').on(t.uploadId)],
+);
+
+/** Weighted co-occurrence edges between entities of one upload (a < b; weight = chunks where both are salient). */
+export const kgEdges = pgTable(
+  'kg_edges',
+  {
+    uploadId: text('upload_id')
+      .notNull()
+      .references(() => uploads.id, { onDelete: 'cascade' }),
+    a: text('a').notNull(),
+    b: text('b').notNull(),
+    weight: integer('weight').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.uploadId, t.a, t.b] }), index('kg_edges_a_idx').on(t.a), index('kg_edges_b_idx').on(t.b)],
 );
 
 // ───────────── hardening (issue 7) ─────────────

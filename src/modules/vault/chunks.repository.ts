@@ -99,28 +99,6 @@ export async function listChunks(db: DbOrTx, uploadId: string, offset: number, l
   return { rows: rows.map(chunkOf), total: Number(count?.n ?? 0) };
 }
 
-/**
- * Saves new text with its token count, vector (pgvector text form '[..]') and full-text index, and moves the upload's text_tokens
- * by the difference. Run inside a transaction: the text, its vector and its index change together.
- */
-export async function replaceChunkText(tx: DbOrTx, chunkId: string, text: string, tokens: number, vectorText: string, now: Date): Promise<ChunkRow | undefined> {
-  const [old] = await rowsOf<{ upload_id: string; tokens: number }>(tx, sql`select upload_id, tokens from chunks where id = ${chunkId} for update`);
-  if (!old) return undefined;
-  const [row] = await rowsOf<{ id: string; upload_id: string; chunk_index: number; text: string; tokens: number }>(
-    tx,
-    sql`update chunks
-           set text = ${text}, tokens = ${tokens}, embedding = ${vectorText}::vector,
-               tsv = to_tsvector('english', ${text}), updated_at = ${now.toISOString()}
-         where id = ${chunkId}
-     returning id, upload_id, chunk_index, text, tokens`,
-  );
-  const delta = tokens - Number(old.tokens);
-  if (delta !== 0) {
-    await tx.execute(sql`update uploads set text_tokens = greatest(text_tokens + ${delta}, 0), updated_at = ${now.toISOString()} where id = ${old.upload_id}`);
-  }
-  return row ? chunkOf(row) : undefined;
-}
-
 /** Adds model tokens to the upload's counter in one atomic statement (never read-modify-write). */
 export async function addTokensUsed(db: DbOrTx, uploadId: string, tokens: number): Promise<void> {
   await db.execute(sql`update uploads set tokens_used = tokens_used + ${tokens} where id = ${uploadId}`);

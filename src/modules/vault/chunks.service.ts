@@ -9,6 +9,8 @@ import type { ChunkRow, ChunkUpload } from './chunks.repository.js';
 import { countTokens } from './ingest/chunker.js';
 import { EMBEDDER_CHANGED_MESSAGE, embedderMatches, vectorLiteral } from './ingest/pipeline.js';
 import { assertModify } from './vault.policy.js';
+import { extractEntities } from '../search/graph.js';
+import { replaceChunkText } from '../search/search.repository.js';
 
 export function presentChunk(c: ChunkRow) {
   return { _id: c.id, upload: c.uploadId, index: c.index, text: c.text, tokens: c.tokens };
@@ -70,6 +72,7 @@ export class ChunksService {
       throw err;
     }
     const tokens = countTokens(text);
+    const mentions = extractEntities(text); // knowledge-graph entities follow the edit
     const saved = await this.ctx.db.transaction(async (tx) => {
       // Vectors of two embedders are never mixed: checked here, under a share lock of the embedder
       // state, so that a re-embed (or another node's model) cannot slip in between the check and this
@@ -77,7 +80,7 @@ export class ChunksService {
       if (!(await embedderMatches(tx, embedder, this.ctx.clock.now(), { lock: 'share' }))) {
         throw conflict(`The stored vectors come from another embedder (${EMBEDDER_CHANGED_MESSAGE})`);
       }
-      return repo.replaceChunkText(tx, chunkId, text, tokens, vector, this.ctx.clock.now());
+      return replaceChunkText(tx, chunkId, text, tokens, vector, mentions, this.ctx.clock.now());
     });
     if (!saved) throw notFound('Embedding chunk');
     return presentChunk(saved);

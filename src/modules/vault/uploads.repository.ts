@@ -1,12 +1,13 @@
 import { and, desc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { containsInsensitive, inList } from '../../db/search.js';
-import { chunks, institutions, systemState, uploads } from '../../db/schema.js';
+import { institutions, uploads } from '../../db/schema.js';
+import { removeUploadIndex } from '../search/search.repository.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
 import { visibleCondition, type VaultScope } from './vault.policy.js';
 
-/** All SQL of uploads and their ingestion (chunk writes, embedder bookkeeping, re-embedding). */
+/** All SQL of upload records and their ingestion state. Chunks, vectors, text indexes and graph rows: search/search.repository.ts. */
 
 export type UploadRow = typeof uploads.$inferSelect;
 export type NewUpload = typeof uploads.$inferInsert;
@@ -152,7 +153,7 @@ export async function markDeleted(tx: DbOrTx, id: string, now: Date): Promise<Up
     .set({ status: 'deleted', chunkCount: 0, progress: 0, stage: 'deleted', updatedAt: now })
     .where(and(eq(uploads.id, id), sql`${uploads.status} <> 'deleted'`))
     .returning();
-  if (row) await tx.delete(chunks).where(eq(chunks.uploadId, id));
+  if (row) await removeUploadIndex(tx, id);
   return row;
 }
 
@@ -188,37 +189,6 @@ export async function lockUploadStatus(tx: DbOrTx, id: string): Promise<string |
   return row?.status;
 }
 
-export async function deleteChunksOf(tx: DbOrTx, uploadId: string): Promise<void> {
-  await tx.delete(chunks).where(eq(chunks.uploadId, uploadId));
-}
-
-export interface ChunkToWrite {
-  id: string;
-  index: number;
-  text: string;
-  heading: string | null;
-  tokens: number;
-  /** pgvector text form: `[0.1,0.2,...]` */
-  embedding: string;
-}
-
-/**
- * One multi-row INSERT for many chunks (single-row inserts into these indexed columns cost ~12 ms
- * each on PGlite). The vector is passed as text and cast; the tsvector is computed in SQL.
- */
-export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: ChunkToWrite[], now: Date): Promise<void> {
-  if (rows.length === 0) return;
-  const values = sql.join(
-    rows.map((r) => sql`(${r.id}, ${String(r.index)}, ${r.text}, ${r.heading}, ${String(r.tokens)}, ${r.embedding})`),
-    sql`, `,
-  );
-  const at = now.toISOString();
-  await tx.execute(sql`
-    insert into chunks (id, upload_id, chunk_index, text, heading, tokens, embedding, tsv, created_at, updated_at)
-    select v.id, ${uploadId}, v.idx::int, v.text, v.heading, v.tokens::int, v.emb::vector, to_tsvector('english', v.text), ${at}::timestamptz, ${at}::timestamptz
-      from (values ${values}) as v(id, idx, text, heading, tokens, emb)`);
-}
-
 export async function activateUpload(
   tx: DbOrTx,
   id: string,
@@ -231,105 +201,3 @@ export async function activateUpload(
     .where(eq(uploads.id, id));
 }
 
-// ───────────── embedder bookkeeping and re-embedding ─────────────
-
-export interface EmbedderState {
-  id: string;
-  dimensions: number;
-  /** false while a re-embed runs (or after one that did not finish) */
-  complete: boolean;
-}
-
-const EMBEDDER_KEY = 'embedder';
-
-function parseState(value: unknown): EmbedderState | undefined {
-  const v = (typeof value === 'string' ? JSON.parse(value) : value) as Partial<EmbedderState> | null;
-  if (!v || typeof v.id !== 'string') return undefined;
-  return { id: v.id, dimensions: Number(v.dimensions ?? 0), complete: v.complete !== false };
-}
-
-/**
- * The recorded embedder. Inside a transaction `lock` holds the state row until it ends: 'share' for
- * writers of vectors that only need the embedder not to change meanwhile (they do not wait for each
- * other), 'update' for the one that changes it (re-embedding).
- */
-export async function readEmbedderState(db: DbOrTx, options: { lock?: 'share' | 'update' } = {}): Promise<EmbedderState | undefined> {
-  const query = db.select({ value: systemState.value }).from(systemState).where(eq(systemState.key, EMBEDDER_KEY));
-  const [row] = options.lock ? await query.for(options.lock) : await query;
-  return row ? parseState(row.value) : undefined;
-}
-
-/** Records the state when none exists yet; returns the state now stored. */
-export async function recordEmbedderIfAbsent(db: DbOrTx, state: EmbedderState, now: Date): Promise<EmbedderState> {
-  await db.insert(systemState).values({ key: EMBEDDER_KEY, value: state, updatedAt: now }).onConflictDoNothing();
-  return (await readEmbedderState(db)) ?? state;
-}
-
-export async function writeEmbedderState(db: DbOrTx, state: EmbedderState, now: Date): Promise<void> {
-  await db
-    .insert(systemState)
-    .values({ key: EMBEDDER_KEY, value: state, updatedAt: now })
-    .onConflictDoUpdate({ target: systemState.key, set: { value: state, updatedAt: now } });
-}
-
-export async function countChunks(db: DbOrTx): Promise<number> {
-  const [row] = await db.select({ n: sql<number>`count(*)::int` }).from(chunks);
-  return Number(row?.n ?? 0);
-}
-
-/** Dimension of the chunks.embedding column (pgvector keeps it in atttypmod). */
-export async function embeddingColumnDimensions(db: DbOrTx): Promise<number> {
-  const [row] = await rowsOf<{ dims: number }>(
-    db,
-    sql`select atttypmod as dims from pg_attribute where attrelid = 'chunks'::regclass and attname = 'embedding' and not attisdropped`,
-  );
-  return Number(row?.dims ?? -1);
-}
-
-/**
- * Serialises changes of the embedder bookkeeping and of the vector column across nodes (a transaction
- * advisory lock, held until the transaction ends): two nodes booting together never resize at once.
- */
-export async function lockEmbedderChanges(tx: DbOrTx): Promise<void> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtext('vault-embedder'))`);
-}
-
-export async function dropEmbeddingIndex(tx: DbOrTx): Promise<void> {
-  await tx.execute(sql`drop index if exists chunks_embedding_hnsw`);
-}
-
-export async function createEmbeddingIndex(db: DbOrTx): Promise<void> {
-  await db.execute(sql`create index if not exists chunks_embedding_hnsw on chunks using hnsw (embedding vector_cosine_ops)`);
-}
-
-/** Empties every vector and changes the column's dimension (vectors of two sizes cannot share it). */
-export async function resizeEmbeddingColumn(tx: DbOrTx, dimensions: number): Promise<void> {
-  if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > 16000) throw new Error(`Invalid embedding dimension ${dimensions}`);
-  await tx.execute(sql`update chunks set embedding = null where embedding is not null`);
-  await tx.execute(sql.raw(`alter table chunks alter column embedding type vector(${dimensions})`));
-}
-
-export async function chunkTextsAfter(db: DbOrTx, afterId: string, limit: number): Promise<Array<{ id: string; text: string }>> {
-  return db
-    .select({ id: chunks.id, text: chunks.text })
-    .from(chunks)
-    .where(sql`${chunks.id} > ${afterId}`)
-    .orderBy(chunks.id)
-    .limit(limit);
-}
-
-export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string; embedding: string }>, now: Date): Promise<void> {
-  if (rows.length === 0) return;
-  const values = sql.join(
-    rows.map((r) => sql`(${r.id}, ${r.embedding})`),
-    sql`, `,
-  );
-  await db.execute(sql`
-    update chunks c set embedding = v.emb::vector, updated_at = ${now.toISOString()}::timestamptz
-      from (values ${values}) as v(id, emb)
-     where c.id = v.id`);
-}
-
-export async function setEmbeddingModelOfIndexedUploads(db: DbOrTx, model: string, now: Date): Promise<void> {
-  await db.execute(sql`update uploads set embedding_model = ${model}, updated_at = ${now.toISOString()}::timestamptz where chunk_count > 0 and status <> 'deleted'`);
-}

@@ -1,9 +1,11 @@
 import { LocalEmbedder } from './local.js';
+import { OnnxEmbedder } from './onnx.js';
 import { OpenAiCompatibleEmbedder } from './openai-compatible.js';
 import type { Embedder, EmbeddingsConfig } from './types.js';
 
 export { LocalEmbedder } from './local.js';
 export { OpenAiCompatibleEmbedder } from './openai-compatible.js';
+export { OnnxEmbedder } from './onnx.js';
 export type { Embedder, EmbeddingsConfig } from './types.js';
 
 /** The embedder the configuration names: the embedded hashed n-gram model, or an OpenAI-compatible server. */
@@ -17,6 +19,9 @@ export function createEmbedder(config: EmbeddingsConfig): Embedder {
       }
       if (!config.model) throw new Error('EMBEDDINGS_PROVIDER=openai-compatible needs EMBEDDINGS_MODEL (the embedding model name the server knows)');
       return new OpenAiCompatibleEmbedder(config);
+    case 'onnx':
+      if (!config.modelPath) throw new Error('EMBEDDINGS_PROVIDER=onnx needs EMBEDDINGS_MODEL_PATH (a directory with model.onnx and vocab.txt or tokenizer.json)');
+      return new OnnxEmbedder({ modelPath: config.modelPath, dimensions: config.dimensions });
     default:
       throw new Error(`Unknown embeddings provider "${String((config as { provider: unknown }).provider)}"`);
   }

@@ -1,6 +1,8 @@
 /** Settings of the embedding provider, read from EMBEDDINGS_* environment variables by src/config.ts. */
 export interface EmbeddingsConfig {
-  provider: 'local' | 'openai-compatible';
+  provider: 'local' | 'openai-compatible' | 'onnx';
+  /** onnx: directory of the model (model.onnx + vocab.txt or tokenizer.json) */
+  modelPath?: string;
   baseUrl?: string;
   apiKey?: string;
   model?: string;

@@ -5,18 +5,9 @@ import type { Embedder } from '../../../providers/embeddings/types.js';
 import { BlobNotFoundError, type BlobStorage } from '../../../providers/storage/index.js';
 import type { Clock } from '../../../shared/clock.js';
 import { newId } from '../../../shared/ids.js';
-import {
-  activateUpload,
-  deleteChunksOf,
-  findUploadById,
-  insertChunkBatch,
-  lockUploadStatus,
-  markIngestError,
-  readEmbedderState,
-  recordEmbedderIfAbsent,
-  setIngestProgress,
-  type ChunkToWrite,
-} from '../uploads.repository.js';
+import { activateUpload, findUploadById, lockUploadStatus, markIngestError, setIngestProgress } from '../uploads.repository.js';
+import { deleteChunksOf, finishUploadIndex, refreshPlannerStatistics, writeIndexedChunks, type ChunkToWrite } from '../../search/indexing.js';
+import { readEmbedderState, recordEmbedderIfAbsent } from '../../search/search.repository.js';
 import { LocalEmbedder } from '../../../providers/embeddings/local.js';
 import { ExtractionError, type ExtractLimits } from './extract.js';
 import type { PreparedDocument, PrepareTask } from './prepare.js';
@@ -232,7 +223,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       for (let i = 0; i < cut; i += STAGED_BATCH_ROWS) {
         checkAbort();
         const end = Math.min(cut, i + STAGED_BATCH_ROWS);
-        await insertChunkBatch(db, uploadId, rows.slice(i, end), clock.now());
+        await writeIndexedChunks(db, uploadId, rows.slice(i, end), clock.now());
         await yieldToEventLoop();
         await progress('indexing', 90 + (9 * end) / rows.length);
       }
@@ -249,11 +240,13 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       const state = await readEmbedderState(tx, { lock: 'share' });
       if (state && (state.id !== embedder.id || state.dimensions !== embedder.dimensions)) throw new IngestFailure(EMBEDDER_CHANGED_MESSAGE);
       if (!staged) await deleteChunksOf(tx, uploadId); // leftovers of an attempt that died mid-way
-      for (let i = 0; i < tail.length; i += INSERT_BATCH_ROWS) await insertChunkBatch(tx, uploadId, tail.slice(i, i + INSERT_BATCH_ROWS), clock.now());
+      for (let i = 0; i < tail.length; i += INSERT_BATCH_ROWS) await writeIndexedChunks(tx, uploadId, tail.slice(i, i + INSERT_BATCH_ROWS), clock.now());
+      await finishUploadIndex(tx, uploadId); // search statistics and knowledge graph of the upload
       await activateUpload(tx, uploadId, { chunkCount: rows.length, textTokens, pages, embeddingModel: embedder.id }, clock.now());
       return true;
     });
     if (!activated) return { status: 'skipped', reason: 'upload left processing before indexing' };
+    await refreshPlannerStatistics(db, rows.length, deps.singleConnection ? 'pglite' : 'postgres');
     lap('index');
     log.info({ uploadId, chunks: rows.length, textTokens, pages, timings }, 'upload ingested');
     return { status: 'active', chunkCount: rows.length, textTokens, pages, timings };

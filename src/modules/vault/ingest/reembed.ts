@@ -15,7 +15,7 @@ import {
   updateChunkEmbeddings,
   writeEmbedderState,
   type EmbedderState,
-} from '../uploads.repository.js';
+} from '../../search/search.repository.js';
 import { EMBEDDER_CHANGED_MESSAGE, vectorLiteral } from './pipeline.js';
 
 /** What re-embedding needs; an AppContext has it, and so does the CLI without an HTTP app. */

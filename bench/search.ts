@@ -1,0 +1,171 @@
+/**
+ * Content-search latency at 10k and 100k chunks in scope, by the index and by exact scan, in one run.
+ *
+ *   npx tsx bench/search.ts [totalChunks=100000] [queries=40] [collectionDir=/work/shared/datasets/cranfield]
+ *
+ * Builds an on-disk PGlite with `totalChunks` chunks in 100 personal files of one user (texts: the
+ * collection's abstracts, each with a generated sentence so that no two chunks are equal; vectors from
+ * the local embedder; BM25 statistics and knowledge graph written by the search module's own writers),
+ * then builds the HNSW index in bulk (timed) and measures, for the collection's queries:
+ *   - POST /api/user/files/search-content over HTTP (the real app on 127.0.0.1): p50/p95 with the
+ *     10k scope (selectedUploadIds = 10 files) and the 100k scope (all files);
+ *   - the dense side alone by the HNSW index and by exact scan, same scopes: p50/p95 and the ratio;
+ *   - HNSW maintenance: per-row cost of inserting 500 more chunks into the indexed table, against the
+ *     per-row cost of the bulk build.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
+import { buildApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/db/client.js';
+import { hashPassword } from '../src/modules/identity/passwords.js';
+import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
+import { createEmbeddingIndex, denseSearch, dropEmbeddingIndex } from '../src/modules/search/search.repository.js';
+import { vectorLiteral } from '../src/modules/vault/ingest/pipeline.js';
+import { insertUpload } from '../src/modules/vault/uploads.repository.js';
+import { insertAccount, insertUser } from '../src/modules/tenancy/tenancy.repository.js';
+import { LocalEmbedder } from '../src/providers/embeddings/index.js';
+import { newId } from '../src/shared/ids.js';
+import { loadCollection } from '../scripts/eval-search.js';
+
+const total = Number(process.argv[2] ?? 100_000);
+const nQueries = Number(process.argv[3] ?? 40);
+const collectionDir = process.argv[4] ?? '/work/shared/datasets/cranfield';
+const FILES = 100;
+const perFile = Math.ceil(total / FILES);
+
+function rng(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+const fmt = (xs: number[]) => `p50 ${pct(xs, 50).toFixed(1)} ms, p95 ${pct(xs, 95).toFixed(1)} ms`;
+
+const col = loadCollection(collectionDir);
+const words = col.docs.flatMap((d) => d.text.toLowerCase().match(/[a-z]+/g) ?? []);
+const dir = mkdtempSync(join(tmpdir(), 'bench-search-'));
+const database = await openDatabase({ pgliteDataDir: join(dir, 'pgdata') });
+try {
+  await database.migrate();
+  const db = database.db;
+  const account = await insertAccount(db, { id: newId(), name: 'Bench' });
+  const password = 'bench-password-1';
+  const user = await insertUser(db, { id: newId(), accountId: account.id, email: 'bench@example.com', passwordHash: await hashPassword(password) });
+  const embedder = new LocalEmbedder(384);
+  const r = rng(7);
+  const now = new Date();
+  const uploadIds: string[] = [];
+  await dropEmbeddingIndex(db);
+  let t0 = performance.now();
+  let written = 0;
+  for (let f = 0; f < FILES; f++) {
+    const id = newId();
+    uploadIds.push(id);
+    await insertUpload(db, { id, originalname: `file-${f}.txt`, filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: user.id, accountId: account.id, status: 'processing', storageKey: id, sha256: id });
+    for (let i = 0; i < perFile; i += 500) {
+      const texts = Array.from({ length: Math.min(500, perFile - i) }, () => {
+        const doc = col.docs[Math.floor(r() * col.docs.length)]!.text;
+        const extra = Array.from({ length: 12 }, () => words[Math.floor(r() * words.length)]).join(' ');
+        return `${doc} ${extra}.`;
+      });
+      const vectors = await embedder.embed(texts);
+      await writeIndexedChunks(
+        db,
+        id,
+        texts.map((text, j) => ({ id: newId(), index: i + j, text, heading: null, tokens: Math.round(text.length / 5), embedding: vectorLiteral(vectors[j]!, 384) })),
+        now,
+      );
+      written += texts.length;
+    }
+    await finishUploadIndex(db, id);
+    await db.execute(sql`update uploads set status = 'active', chunk_count = ${perFile} where id = ${id}`);
+    if (f % 10 === 9) console.log(`  ${written} chunks written (${(written / ((performance.now() - t0) / 1000)).toFixed(0)} chunks/s without the HNSW index)`);
+  }
+  const writeMs = performance.now() - t0;
+  t0 = performance.now();
+  await createEmbeddingIndex(db);
+  const buildMs = performance.now() - t0;
+  await db.execute(sql`analyze`);
+  console.log(`${written} chunks written in ${(writeMs / 1000).toFixed(1)} s (${(written / (writeMs / 1000)).toFixed(0)} chunks/s: chunk rows, tsvector, BM25 lengths, graph mentions and edges; no HNSW)`);
+  console.log(`HNSW bulk build over ${written} vectors: ${(buildMs / 1000).toFixed(1)} s = ${(buildMs / written).toFixed(2)} ms per row`);
+
+  // HNSW maintenance cost per row once the index exists
+  {
+    const extra = newId();
+    await insertUpload(db, { id: extra, originalname: 'extra.txt', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: user.id, accountId: account.id, status: 'processing', storageKey: extra, sha256: extra });
+    const texts = Array.from({ length: 500 }, (_, i) => `extra chunk ${i} ${words.slice(i * 7, i * 7 + 40).join(' ')}`);
+    const vectors = await embedder.embed(texts);
+    const rows = texts.map((text, j) => ({ id: newId(), index: j, text, heading: null, tokens: 40, embedding: vectorLiteral(vectors[j]!, 384) }));
+    const s = performance.now();
+    for (let i = 0; i < rows.length; i += 100) await writeIndexedChunks(db, extra, rows.slice(i, i + 100), now);
+    const ms = performance.now() - s;
+    console.log(`incremental insert with the HNSW index present: ${(ms / rows.length).toFixed(2)} ms per row (${(rows.length / (ms / 1000)).toFixed(0)} chunks/s)`);
+    await db.execute(sql`delete from uploads where id = ${extra}`);
+  }
+
+  const queries = col.queries.slice(0, nQueries).map((q) => q.text);
+  const scopes: Array<{ name: string; ids?: string[] }> = [
+    { name: `${(perFile * 10) / 1000}k`, ids: uploadIds.slice(0, 10) },
+    { name: `${(perFile * FILES) / 1000}k`, ids: undefined },
+  ];
+  // dense side alone: index vs exact scan
+  for (const scope of scopes) {
+    const cond = scope.ids ? sql`u.status = 'active' and u.id in (${sql.join(scope.ids.map((i) => sql`${i}`), sql`, `)})` : sql`u.status = 'active' and u.owner_user_id = ${user.id}`;
+    const vecs = (await embedder.embed(queries)).map((v) => vectorLiteral(v, 384));
+    const run = async (exact: boolean) => {
+      const ms: number[] = [];
+      for (const v of vecs) {
+        const s = performance.now();
+        await denseSearch(db, cond, v, 20, exact);
+        ms.push(performance.now() - s);
+      }
+      return ms;
+    };
+    await run(false); // warm
+    const index = await run(false);
+    const exact = await run(true);
+    console.log(`dense top-20, ${scope.name} chunks in scope: HNSW ${fmt(index)}; exact scan ${fmt(exact)}; exact/index at p95 = ${(pct(exact, 95) / pct(index, 95)).toFixed(1)}×`);
+  }
+
+  // the route, over HTTP
+  const config = loadConfig({ NODE_ENV: 'production', DATA_DIR: dir, JWT_SECRET: 'bench-secret-bench-secret-bench-secret-0123', ENCRYPTION_KEY: 'bench-encryption-key-bench-encryption-0123', LOG_LEVEL: 'warn', INGEST_WORKERS: '0', SEARCH_RATE_LIMIT_PER_MINUTE: '100000' });
+  const app = await buildApp({ config, database, skipMigrations: true });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.address();
+  const base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  const login = (await (await fetch(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench@example.com', password }) })).json()) as { accessToken: string };
+  for (const scope of scopes) {
+    const ms: number[] = [];
+    const server: number[] = [];
+    for (const [i, query] of [...queries, ...queries].entries()) {
+      const s = performance.now();
+      const res = await fetch(`${base}/api/user/files/search-content`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${login.accessToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ query, selectedUploadIds: scope.ids }),
+      });
+      const body = (await res.json()) as { tookMs: number };
+      if (res.status !== 200) throw new Error(JSON.stringify(body));
+      if (i >= queries.length) {
+        ms.push(performance.now() - s);
+        server.push(body.tookMs);
+      }
+    }
+    console.log(`search-content, ${scope.name} chunks in scope: ${fmt(ms)} (server-side tookMs ${fmt(server)})`);
+  }
+  await app.close();
+} finally {
+  await database.close();
+  rmSync(dir, { recursive: true, force: true });
+}

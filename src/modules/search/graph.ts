@@ -1,0 +1,188 @@
+/**
+ * Knowledge-graph entity extraction (KAG side), pure and cheap: one linear pass of regular expressions
+ * without backtracking hazards over a bounded text (a chunk is a few hundred tokens; longer input is cut
+ * at MAX_TEXT). No model, no dictionary beyond a stop-word list: it runs in well under a millisecond per
+ * chunk, so ingestion can call it inline (it yields to the event loop between batches).
+ *
+ * Entities, each normalised (lower case, singular, punctuation folded):
+ * - `name`: runs of capitalised words not at a sentence start ("Navier-Stokes", "Ada Lovelace"), and a
+ *   capitalised single word elsewhere than at a sentence start;
+ * - `acronym`: 2..10 capitals/digits with at least two capitals ("NASA", "HNSW", "GPT4"), a plural s folded;
+ * - `quantity`: a number with a unit ("10 km", "3.5 %", "200 psi");
+ * - `phrase`: key noun phrases approximated as adjacent content words (bigrams within a clause), e.g.
+ *   "boundary layer" from "boundary layers" (no tagger: stop words and punctuation split clauses).
+ */
+
+export type EntityKind = 'name' | 'acronym' | 'quantity' | 'phrase';
+
+export interface Mention {
+  name: string;
+  kind: EntityKind;
+  /** occurrences in the text */
+  tf: number;
+  /** 1 = most salient; edges are built from the first EDGE_RANK mentions of a chunk */
+  rank: number;
+}
+
+const MAX_TEXT = 20_000;
+/** At most this many entities per chunk are stored (the most salient). */
+export const MAX_MENTIONS_PER_CHUNK = 48;
+/** Co-occurrence edges link the first EDGE_RANK entities of a chunk (keeps edges linear in chunks). */
+export const EDGE_RANK = 8;
+
+export const STOP_WORDS = new Set(
+  (
+    'a about above after again against all also am an and any are as at be because been before being below between both but by can could ' +
+    'did do does doing done down during each either else etc few for from further had has have having he her here hers herself him himself ' +
+    'his how however i if in into is it its itself just least less let like made make many may me might more most much must my myself ' +
+    'neither no nor not now of off often on once one only or other ought our ours ourselves out over own per perhaps rather same shall she ' +
+    'should since so some such than that the their theirs them themselves then there therefore these they this those though through thus ' +
+    'to too under until up upon us use used using very via was we were what whatever when where whether which while who whom whose why ' +
+    'will with within without would yet you your yours yourself yourselves ' +
+    'anything something nothing everything obtained given found shown show shows presented present paper study studied studies investigated ' +
+    'investigation results result method methods approach problem problems case cases data number numbers new several various two three ' +
+    'first second certain available relevant discussed described considered known possible particular general based basis type types'
+  ).split(/\s+/),
+);
+
+const UNITS = new Set(
+  (
+    '% percent pct km m cm mm nm µm um mi ft in yd kg g mg lb lbs oz t s ms µs ns min h hr hrs hz khz mhz ghz b kb mb gb tb kib mib gib ' +
+    'w kw mw gw kwh mwh v kv mv a ma n kn pa kpa mpa gpa psi psf bar atm k °c °f c f deg degree rpm db l ml cc mph kph knot mach ' +
+    'year yr day week month hour minute second eur usd gbp chf $ € £'
+  ).split(/\s+/),
+);
+
+/** Singular form of a lower-case word (plural folding for phrases and acronyms; never applied to names). */
+export function singular(word: string): string {
+  if (word.length <= 3) return word;
+  if (word.endsWith('ies') && word.length > 4) return `${word.slice(0, -3)}y`;
+  if (word.endsWith('sses') || word.endsWith('shes') || word.endsWith('ches') || word.endsWith('xes')) return word.slice(0, -2);
+  if (word.endsWith('ss') || word.endsWith('us') || word.endsWith('is') || word.endsWith('ous')) return word;
+  if (word.endsWith('s')) return word.slice(0, -1);
+  return word;
+}
+
+/** Case and punctuation folding of one word: lower case, inner hyphens and apostrophes kept as one form. */
+export function foldWord(word: string): string {
+  return word
+    .toLowerCase()
+    .normalize('NFKC')
+    .replace(/['’]s$/u, '')
+    .replace(/['’]/gu, '')
+    .replace(/[‐‑‒–—]/gu, '-');
+}
+
+const WORD_RE = /[\p{L}\p{N}](?:[\p{L}\p{N}'’-]*[\p{L}\p{N}])?/gu;
+/** Clause boundaries: sentence punctuation, brackets, quotes, commas, line breaks. */
+const CLAUSE_RE = /[.;:!?()[\]{}"“”,\n\r\t|]+|\s-\s/u;
+const QUANTITY_RE = /(?<![\p{L}\p{N}.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?\s?(%|°[cCfF]|[$€£]|[\p{L}µ°]{1,7})(?![\p{L}\p{N}])/gu;
+const ACRONYM_RE = /^[A-Z][A-Z0-9&]{1,9}s?$/u;
+const NUMBER_RE = /^\p{N}+$/u;
+const CAPITALISED_RE = /^\p{Lu}[\p{Ll}\p{N}'’]+(?:-\p{L}[\p{Ll}\p{N}'’]*)*$/u;
+const NAME_CONNECTORS = new Set(['of', 'de', 'da', 'van', 'von', 'der', 'del', 'la', 'le', 'di']);
+
+const isContent = (w: string) => w.length >= 3 && !STOP_WORDS.has(w) && !NUMBER_RE.test(w);
+
+function normaliseAcronym(raw: string): string {
+  const w = raw.replace(/s$/u, '');
+  return w.toLowerCase();
+}
+
+interface Acc {
+  kind: EntityKind;
+  tf: number;
+  first: number;
+}
+
+/** Entities of a text, the most salient first (names, acronyms, quantities, then phrases; by frequency). */
+export function extractEntities(input: string, options: { max?: number } = {}): Mention[] {
+  const text = input.length > MAX_TEXT ? input.slice(0, MAX_TEXT) : input;
+  const found = new Map<string, Acc>();
+  let order = 0;
+  const add = (name: string, kind: EntityKind) => {
+    if (name.length < 2 || name.length > 80) return;
+    const prev = found.get(name);
+    if (prev) {
+      prev.tf += 1;
+      if (KIND_PRIORITY[kind] < KIND_PRIORITY[prev.kind]) prev.kind = kind;
+    } else found.set(name, { kind, tf: 1, first: order++ });
+  };
+
+  for (const m of text.matchAll(QUANTITY_RE)) {
+    const unitRaw = m[3]!;
+    const unit = unitRaw.toLowerCase();
+    const unitKey = UNITS.has(unit) ? unit : UNITS.has(singular(unit)) ? singular(unit) : undefined;
+    if (!unitKey) continue;
+    const whole = m[1]!.replace(/,/g, '');
+    const frac = m[2] ? `.${m[2].replace(/0+$/u, '')}` : '';
+    add(`${whole}${frac === '.' ? '' : frac} ${unitKey}`, 'quantity');
+  }
+
+  for (const clause of text.split(CLAUSE_RE)) {
+    const words = [...clause.matchAll(WORD_RE)].map((m) => m[0]);
+    if (words.length === 0) continue;
+    // names and acronyms (case-sensitive)
+    let run: string[] = [];
+    /** words that belong to a name or an acronym: not also counted in phrases */
+    const named = new Set<number>();
+    const flush = () => {
+      while (run.length > 0 && NAME_CONNECTORS.has(run[run.length - 1]!.toLowerCase())) run.pop();
+      if (run.length > 0) add(run.map(foldWord).join(' '), 'name');
+      run = [];
+    };
+    words.forEach((w, i) => {
+      if (ACRONYM_RE.test(w) && /[A-Z].*[A-Z]/u.test(w)) {
+        flush();
+        named.add(i);
+        add(normaliseAcronym(w), 'acronym');
+        return;
+      }
+      const capital = CAPITALISED_RE.test(w) && !STOP_WORDS.has(w.toLowerCase());
+      const push = () => {
+        run.push(w);
+        named.add(i);
+      };
+      if (capital && (i > 0 || run.length > 0)) push();
+      else if (capital && i === 0 && i + 1 < words.length && CAPITALISED_RE.test(words[i + 1]!)) push();
+      else if (run.length > 0 && NAME_CONNECTORS.has(w.toLowerCase()) && i + 1 < words.length && CAPITALISED_RE.test(words[i + 1]!)) push();
+      else flush();
+      if (run.length >= 4) flush();
+    });
+    flush();
+    // key noun phrases: adjacent content words (singular, lower case)
+    const folded = words.map((w) => foldWord(w));
+    for (let i = 0; i + 1 < folded.length; i++) {
+      const a = folded[i]!;
+      const b = folded[i + 1]!;
+      if (named.has(i) || named.has(i + 1)) continue;
+      if (isContent(a) && isContent(b)) add(`${singular(a)} ${singular(b)}`, 'phrase');
+    }
+  }
+
+  const max = options.max ?? MAX_MENTIONS_PER_CHUNK;
+  return [...found.entries()]
+    .sort((x, y) => KIND_PRIORITY[x[1].kind] - KIND_PRIORITY[y[1].kind] || y[1].tf - x[1].tf || x[1].first - y[1].first)
+    .slice(0, max)
+    .map(([name, a], i) => ({ name, kind: a.kind, tf: a.tf, rank: i + 1 }));
+}
+
+const KIND_PRIORITY: Record<EntityKind, number> = { name: 0, acronym: 0, quantity: 1, phrase: 2 };
+
+/**
+ * What a query may match in the graph: its own entities, plus every single content word (which may be
+ * a name or an acronym typed in lower case). Single words are matched only against name and acronym
+ * entities (a bare common word is the lexical side's job).
+ */
+export function queryEntityCandidates(query: string): { entities: Mention[]; words: string[] } {
+  const entities = extractEntities(query, { max: 32 });
+  const words = new Set<string>();
+  for (const m of query.matchAll(WORD_RE)) {
+    const w = foldWord(m[0]);
+    if (w.length >= 2 && !STOP_WORDS.has(w)) {
+      words.add(w);
+      if (/^[a-z0-9]+s$/u.test(w)) words.add(w.slice(0, -1));
+    }
+  }
+  return { entities, words: [...words].slice(0, 32) };
+}

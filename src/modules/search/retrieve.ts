@@ -1,0 +1,267 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { AppContext } from '../../context.js';
+import type { DbOrTx } from '../../db/client.js';
+import { isUuid } from '../../shared/ids.js';
+import type { AuthContext } from '../identity/auth-context.js';
+import { presentUpload } from '../vault/uploads.presenters.js';
+import { vectorLiteral } from '../vault/ingest/pipeline.js';
+import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
+import { queryEntityCandidates } from './graph.js';
+import * as repo from './search.repository.js';
+import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
+import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
+
+/**
+ * THE retrieval of the service: the content-search route and the Q&A pipeline both call `retrieve`.
+ *
+ * scope (search.policy) → three ranked lists over the scope's chunks:
+ *   dense   pgvector cosine (HNSW with iterative scan, or an exact scan for small scopes),
+ *   lexical Okapi BM25 over the english tsvector with the scope's own statistics, plus a trigram
+ *           correction of misspelt names,
+ *   kag     query entities → matched entities (exact, then trigram-fuzzy) → their chunks, plus one
+ *           hop along the strongest co-occurrence edges with a decay, scored by inverse entity frequency
+ * → fusion (fusion.ts) → minScore on the dense cosine of `rag` results → snippets.
+ */
+
+export const SOURCES = ['rag', 'kag', 'fused'] as const;
+export type Source = (typeof SOURCES)[number];
+
+export interface SearchHit {
+  uploadId: string;
+  chunkId: string;
+  chunkIndex: number;
+  /** the full chunk text, for the answer pipeline; never sent by the content-search route */
+  text: string;
+  snippet: string;
+  score: number;
+  source: Source;
+  /** cosine similarity of the chunk to the query (what minScore filters) */
+  denseScore: number | null;
+  /** normalised score of each method that found the chunk */
+  scores: Partial<Record<Method, number>>;
+  upload: ReturnType<typeof presentUpload>;
+}
+
+export interface RetrieveOptions {
+  limit: number;
+  uploadIds?: string[];
+  collectionIds?: string[];
+  minScore?: number;
+  /** evaluation: run only these methods (default all three) */
+  methods?: readonly Method[];
+  /** benchmark: force the exact dense scan (true) or the index (false); default by scope size */
+  exactDense?: boolean;
+}
+
+export interface RetrieveResult {
+  results: SearchHit[];
+  totalScanned: number;
+  uploadCount: number;
+  tookMs: number;
+}
+
+/** At most this many ids of selectedUploadIds / collectionIds are considered. */
+export const MAX_SELECTED_IDS = 5000;
+/**
+ * Up to this many chunks in scope the dense side compares every vector (exact, and there faster than
+ * walking the HNSW graph); above it, the HNSW index. bench/search.ts, one run: exact p50 15.6 ms vs
+ * HNSW 46 ms at 1k chunks, exact 941 ms vs HNSW 27 ms at 10k.
+ */
+export const EXACT_SCAN_MAX_CHUNKS = 2_000;
+/** BM25 parameters: the usual defaults (Robertson; Lucene), not fitted to any collection. */
+export const BM25 = { k1: 1.2, b: 0.75 };
+/** Trigram similarity needed for a fuzzy entity or name match. */
+const FUZZY_MIN = 0.5;
+/** One hop: neighbours per matched entity, and the decay of their contribution. */
+const HOP_NEIGHBOURS = 3;
+const HOP_DECAY = 0.5;
+const MAX_MENTION_ROWS = 50_000;
+
+const depthFor = (limit: number) => Math.min(200, Math.max(50, limit * 2));
+
+/** Builds the SQL condition of the scope: the policy's eligible files ∩ the selected ids ∩ the collections (and their sub-collections). */
+function scopeCondition(auth: AuthContext, uploadIds?: string[], collectionIds?: string[]): SQL {
+  const parts: SQL[] = [searchScopeCondition(auth, 'u')];
+  if (uploadIds !== undefined) {
+    const ids = [...new Set(uploadIds.filter(isUuid))];
+    parts.push(sql`u.id = any(${repo.textArray(ids)}::text[])`);
+  }
+  if (collectionIds !== undefined) {
+    const ids = [...new Set(collectionIds.filter(isUuid))];
+    parts.push(sql`u.collection_id in (
+      with recursive tree(id) as (
+        select c.id from collections c where c.id = any(${repo.textArray(ids)}::text[])
+        union select c.id from collections c join tree t on c.parent_id = t.id)
+      select id from tree)`);
+  }
+  return sql.join(parts, sql` and `);
+}
+
+export interface RankedLists {
+  lists: Partial<Record<Method, Ranked[]>>;
+  uploadCount: number;
+  chunkCount: number;
+  vector: string | null;
+}
+
+/** The three ranked lists of a query over the caller's scope (exported for the evaluation tools). */
+export async function rankLists(ctx: AppContext, auth: AuthContext, query: string, options: RetrieveOptions): Promise<RankedLists> {
+  const db = ctx.db;
+  const condition = scopeCondition(auth, options.uploadIds, options.collectionIds);
+  const scope = await repo.scopeUploads(db, condition);
+  const uploadIds = sql`u.status = 'active' and ${condition}`;
+  const chunkCount = scope.reduce((n, s) => n + s.chunks, 0);
+  const lexTotal = scope.reduce((n, s) => n + s.lexLen, 0);
+  const methods = new Set(options.methods ?? METHODS);
+  const depth = depthFor(options.limit);
+  const lists: Partial<Record<Method, Ranked[]>> = {};
+  let vector: string | null = null;
+  if (scope.length === 0 || chunkCount === 0) return { lists, uploadCount: scope.length, chunkCount, vector };
+
+  // the query vector is needed for minScore and the dense score of every result, even without the dense list
+  const embedder = ctx.providers.embedder;
+  const [v] = await embedder.embed([query]);
+  if (v) vector = vectorLiteral(v, embedder.dimensions);
+
+  if (methods.has('dense') && vector) {
+    const exact = options.exactDense ?? chunkCount <= EXACT_SCAN_MAX_CHUNKS;
+    lists.dense = await repo.denseSearch(db, uploadIds, vector, depth, exact);
+  }
+  if (methods.has('lexical')) lists.lexical = await lexical(db, uploadIds, query, depth, chunkCount, lexTotal);
+  if (methods.has('kag')) lists.kag = await graph(db, uploadIds, query, depth, chunkCount);
+  return { lists, uploadCount: scope.length, chunkCount, vector };
+}
+
+async function lexical(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: number, lexTotal: number): Promise<Ranked[]> {
+  const lexemes = await repo.queryLexemes(db, query);
+  const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)), websearch: /["]|(^|\s)-\S/u.test(query) ? query : undefined };
+  let first = await repo.bm25Search(db, uploadIds, lexemes, k, params);
+  if (first.hits.length > 0) first = { ...first, hits: await feedback(db, uploadIds, lexemes, first.hits, k, params) };
+  // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity
+  const unknown = lexemes.filter((l) => !first.df.has(l.lexeme)).map((l) => l.lexeme);
+  if (unknown.length === 0) return first.hits;
+  const words = [...query.toLowerCase().matchAll(/[\p{L}\p{N}][\p{L}\p{N}'’-]*/gu)].map((m) => m[0]).filter((w) => w.length >= 4);
+  const corrections = await repo.closestNames(db, uploadIds, words, FUZZY_MIN);
+  const extra = corrections.length > 0 ? await repo.queryLexemes(db, corrections.map((c) => c.name).join(' ')) : [];
+  const known = lexemes.filter((l) => first.df.has(l.lexeme));
+  const merged = [...known, ...extra.filter((e) => !known.some((k2) => k2.lexeme === e.lexeme))];
+  if (extra.length === 0) return first.hits;
+  return (await repo.bm25Search(db, uploadIds, merged, k, params)).hits;
+}
+
+/** RM3 with the usual parameters (Lavrenko & Croft; Anserini's defaults): 10 feedback chunks, 10 terms, λ 0.5. */
+const FB_DOCS = 10;
+const FB_TERMS = 10;
+const FB_LAMBDA = 0.5;
+
+/**
+ * Pseudo-relevance feedback: the first pass's top chunks supply expansion terms (relevance model),
+ * mixed with the query (λ), and BM25 runs again with the weighted terms.
+ */
+async function feedback(db: DbOrTx, scope: SQL, lexemes: Array<{ lexeme: string; qtf: number }>, hits: Ranked[], k: number, params: repo.Bm25Params): Promise<Ranked[]> {
+  const top = hits.slice(0, FB_DOCS);
+  const sum = top.reduce((s, h) => s + h.score, 0) || 1;
+  const terms = await repo.feedbackTerms(db, top.map((h) => ({ id: h.id, weight: h.score / sum })), FB_TERMS);
+  const termSum = terms.reduce((s, t) => s + t.weight, 0) || 1;
+  const qSum = lexemes.reduce((s, l) => s + l.qtf, 0) || 1;
+  const weights = new Map<string, number>();
+  for (const l of lexemes) weights.set(l.lexeme, (1 - FB_LAMBDA) * (l.qtf / qSum));
+  for (const t of terms) weights.set(t.lexeme, (weights.get(t.lexeme) ?? 0) + FB_LAMBDA * (t.weight / termSum));
+  const expanded = [...weights.entries()].map(([lexeme, qtf]) => ({ lexeme, qtf }));
+  return (await repo.bm25Search(db, scope, expanded, k, params)).hits;
+}
+
+/**
+ * Knowledge-graph retrieval. Matched entities e (weight μ_e: 1 exact, the trigram similarity when
+ * fuzzy) and, one hop away, the strongest neighbours of each (μ = decay · μ_seed · w_edge / w_max).
+ * A chunk scores Σ_e μ_e · ief(e) · (1 + ln tf), ief(e) = ln(1 + N / df_e) over the scope's chunks.
+ */
+async function graph(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: number): Promise<Ranked[]> {
+  const { entities, words } = queryEntityCandidates(query);
+  const names = entities.map((e) => e.name);
+  if (names.length + words.length === 0) return [];
+  const weight = new Map<string, number>();
+  for (const r of await repo.exactEntities(db, uploadIds, names, words)) weight.set(r.name, 1);
+  const unmatched = names.filter((p) => !weight.has(p));
+  for (const r of await repo.fuzzyEntities(db, uploadIds, unmatched, FUZZY_MIN)) weight.set(r.name, Math.max(weight.get(r.name) ?? 0, r.sim));
+  if (weight.size === 0) return [];
+  const seeds = [...weight.keys()];
+  const edges = await repo.neighbours(db, uploadIds, seeds, seeds.length * HOP_NEIGHBOURS * 4);
+  const taken = new Map<string, number>();
+  const maxW = Math.max(1, ...edges.map((e) => e.w));
+  for (const e of edges) {
+    for (const [seed, other] of [
+      [e.a, e.b],
+      [e.b, e.a],
+    ] as const) {
+      const mu = weight.get(seed);
+      if (mu === undefined || weight.has(other) && (weight.get(other) ?? 0) >= 1) continue;
+      const count = taken.get(seed) ?? 0;
+      if (count >= HOP_NEIGHBOURS) continue;
+      taken.set(seed, count + 1);
+      const hop = HOP_DECAY * mu * (e.w / maxW);
+      weight.set(other, Math.max(weight.get(other) ?? 0, hop));
+    }
+  }
+  const mentions = await repo.mentionsOf(db, uploadIds, [...weight.keys()], MAX_MENTION_ROWS);
+  const df = new Map<string, number>();
+  for (const m of mentions) df.set(m.name, (df.get(m.name) ?? 0) + 1);
+  const score = new Map<string, number>();
+  for (const m of mentions) {
+    const ief = Math.log(1 + n / (df.get(m.name) ?? 1));
+    score.set(m.chunkId, (score.get(m.chunkId) ?? 0) + (weight.get(m.name) ?? 0) * ief * (1 + Math.log(m.tf)));
+  }
+  return [...score.entries()]
+    .map(([id, s]) => ({ id, score: s }))
+    .sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1))
+    .slice(0, k);
+}
+
+/**
+ * Which side found a chunk. The dense side ranks every chunk of a small scope, so "found by dense"
+ * means a cosine of at least DENSE_FOUND of the query's best one; lexical and graph hits are matches.
+ */
+const DENSE_FOUND = 0.5;
+function sourceOf(by: Partial<Record<Method, number>>): Source {
+  const rag = (by.dense ?? 0) >= DENSE_FOUND || by.lexical !== undefined;
+  if (by.kag === undefined) return 'rag';
+  return rag ? 'fused' : 'kag';
+}
+
+export async function retrieve(ctx: AppContext, auth: AuthContext, query: string, options: RetrieveOptions): Promise<RetrieveResult> {
+  const started = performance.now();
+  const q = query.trim();
+  const limit = Math.max(1, Math.min(100, Math.trunc(options.limit)));
+  const ranked = await rankLists(ctx, auth, q, { ...options, limit });
+  const fused = fuse(ranked.lists);
+  const totalScanned = fused.length;
+  // minScore filters `rag` results on their dense cosine; kag and fused results are kept whatever it is
+  const details = new Map((await repo.chunksForResults(ctx.db, fused.map((f) => f.id), ranked.vector)).map((c) => [c.id, c]));
+  const kept = fused.filter((f) => {
+    if (options.minScore === undefined || sourceOf(f.by) !== 'rag') return true;
+    const dense = details.get(f.id)?.dense ?? 0;
+    return dense >= options.minScore;
+  });
+  const top = kept.slice(0, limit).filter((f) => details.has(f.id));
+  const uploads = new Map((await repo.uploadRows(ctx.db, [...new Set(top.map((f) => details.get(f.id)!.uploadId))])).map((u) => [u.id, u]));
+  const terms = queryTerms(q);
+  const results: SearchHit[] = [];
+  for (const f of top) {
+    const c = details.get(f.id)!;
+    const u = uploads.get(c.uploadId);
+    if (!u) continue;
+    results.push({
+      uploadId: c.uploadId,
+      chunkId: c.id,
+      chunkIndex: c.index,
+      text: c.text,
+      snippet: snippetIsHidden(u) ? CONFIDENTIAL_SNIPPET : makeSnippet(c.text, terms),
+      score: Math.round(Math.min(1, Math.max(0, f.score)) * 1e6) / 1e6,
+      source: sourceOf(f.by),
+      denseScore: c.dense === null ? null : Math.round(c.dense * 1e6) / 1e6,
+      scores: f.by,
+      upload: presentUpload(u),
+    });
+  }
+  return { results, totalScanned, uploadCount: ranked.uploadCount, tookMs: Math.round((performance.now() - started) * 10) / 10 };
+}

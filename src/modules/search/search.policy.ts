@@ -1,0 +1,38 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { AuthContext } from '../identity/auth-context.js';
+import { visibleCondition } from '../vault/vault.policy.js';
+
+/**
+ * Who may search what (spec: "the caller's eligible vault: personal, current institution, account-shared
+ * siblings"), decided here and nowhere else, on top of the vault's one visibility predicate:
+ *
+ * - the caller's personal files;
+ * - instance files of the caller's CURRENT institution (not of its other institutions: a search answers
+ *   in the context of the institution the caller is working in);
+ * - account-scope files of the current institution's account (without a current institution: of the
+ *   caller's own account);
+ * and, always, the vault's visibleCondition (membership, is_private: others' private files never).
+ * Only `active` uploads are searched (the repository adds that).
+ */
+export function searchScopeCondition(auth: AuthContext, alias = 'u'): SQL {
+  const col = (name: string) => sql.raw(`${alias}.${name}`);
+  const current = auth.institutionId ? auth.memberships.get(auth.institutionId) : undefined;
+  const accountId = current?.accountId ?? auth.accountId;
+  const eligible = current
+    ? sql`(${col('scope')} = 'personal' or (${col('scope')} = 'instance' and ${col('institution_id')} = ${auth.institutionId}) or (${col('scope')} = 'account' and ${col('account_id')} = ${accountId}))`
+    : sql`(${col('scope')} = 'personal' or (${col('scope')} = 'account' and ${col('account_id')} = ${accountId}))`;
+  return sql`(${eligible} and ${visibleCondition(auth, alias, { hasPrivateFlag: true })})`;
+}
+
+/** Choosing a single retrieval method (evaluation switch) is for superadmins only. */
+export function canChooseSearchMethod(auth: AuthContext): boolean {
+  return auth.role === 'superadmin';
+}
+
+/**
+ * Confidential institution files never show their text in a search result: the snippet is the
+ * placeholder (contract §5). The chunk text still reaches the server-side answer pipeline.
+ */
+export function snippetIsHidden(upload: { confidential: boolean }): boolean {
+  return upload.confidential;
+}

@@ -1,0 +1,491 @@
+import { eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { rowsOf, type DbOrTx } from '../../db/client.js';
+import { chunks, systemState, uploads } from '../../db/schema.js';
+import type { UploadRow } from '../vault/uploads.repository.js';
+import { EDGE_RANK, type Mention } from './graph.js';
+
+/**
+ * Every SQL statement about chunks, their vectors, their full-text index, their BM25 statistics and
+ * the knowledge graph built from them: writes at ingestion, on chunk edit, re-embedding and delete,
+ * and the reads of retrieval. The scope of a search is resolved first (search.policy decides it) into
+ * a list of upload ids; every read here is restricted to that list.
+ */
+
+/** A Postgres text[] literal (ids and entity names are passed as one array parameter). */
+export function textArray(values: readonly string[]): string {
+  return `{${values.map((v) => `"${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join(',')}}`;
+}
+
+// ───────────── chunk writes ─────────────
+
+export async function deleteChunksOf(tx: DbOrTx, uploadId: string): Promise<void> {
+  await tx.delete(chunks).where(eq(chunks.uploadId, uploadId));
+}
+
+/** Removes everything indexed for an upload: chunks (their mentions cascade), graph rows, statistics. */
+export async function removeUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
+  await tx.execute(sql`delete from chunks where upload_id = ${uploadId}`);
+  await tx.execute(sql`delete from kg_edges where upload_id = ${uploadId}`);
+  await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId}`);
+  await tx.execute(sql`delete from upload_index_stats where upload_id = ${uploadId}`);
+}
+
+export interface ChunkToWrite {
+  id: string;
+  index: number;
+  text: string;
+  heading: string | null;
+  tokens: number;
+  /** pgvector text form: `[0.1,0.2,...]` */
+  embedding: string;
+}
+
+/**
+ * One multi-row INSERT for many chunks (single-row inserts into these indexed columns cost ~12 ms
+ * each on PGlite). The vector is passed as text and cast; the tsvector and its BM25 length (lexemes
+ * counted with repetition) are computed in SQL from one to_tsvector call.
+ */
+export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: ChunkToWrite[], now: Date): Promise<void> {
+  if (rows.length === 0) return;
+  const values = sql.join(
+    rows.map((r) => sql`(${r.id}, ${String(r.index)}, ${r.text}, ${r.heading}, ${String(r.tokens)}, ${r.embedding})`),
+    sql`, `,
+  );
+  const at = now.toISOString();
+  await tx.execute(sql`
+    insert into chunks (id, upload_id, chunk_index, text, heading, tokens, embedding, tsv, lex_len, created_at, updated_at)
+    select v.id, ${uploadId}, v.idx::int, v.text, v.heading, v.tokens::int, v.emb::vector, x.tsv,
+           (select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(x.tsv) t)::int,
+           ${at}::timestamptz, ${at}::timestamptz
+      from (values ${values}) as v(id, idx, text, heading, tokens, emb)
+      cross join lateral (select to_tsvector('english', v.text) as tsv) x`);
+}
+
+/** Entity mentions of chunks, in multi-row inserts. */
+export async function insertMentions(tx: DbOrTx, uploadId: string, rows: Array<{ chunkId: string; mentions: Mention[] }>): Promise<void> {
+  const flat = rows.flatMap((r) => r.mentions.map((m) => ({ chunkId: r.chunkId, m })));
+  for (let i = 0; i < flat.length; i += 1000) {
+    const part = flat.slice(i, i + 1000);
+    const values = sql.join(
+      part.map(({ chunkId, m }) => sql`(${chunkId}, ${m.name}, ${m.kind}, ${String(m.tf)}, ${String(m.rank)})`),
+      sql`, `,
+    );
+    await tx.execute(sql`
+      insert into kg_mentions (chunk_id, upload_id, name, kind, tf, rank)
+      select v.chunk_id, ${uploadId}, v.name, v.kind, v.tf::int, v.rank::int from (values ${values}) as v(chunk_id, name, kind, tf, rank)
+      on conflict (chunk_id, name) do nothing`);
+  }
+}
+
+/**
+ * Recomputes an upload's derived rows from its chunks and mentions, in three set-based statements:
+ * BM25 statistics (chunks, Σ lex_len), entities (kind by priority, chunk count) and co-occurrence edges
+ * (pairs among the EDGE_RANK most salient entities of each chunk; weight = chunks where both occur).
+ */
+export async function refreshUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
+  await tx.execute(sql`
+    insert into upload_index_stats (upload_id, chunks, lex_len)
+    select ${uploadId}, count(*)::int, coalesce(sum(lex_len), 0) from chunks where upload_id = ${uploadId}
+    on conflict (upload_id) do update set chunks = excluded.chunks, lex_len = excluded.lex_len`);
+  await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId}`);
+  await tx.execute(sql`
+    insert into kg_entities (upload_id, name, kind, chunk_count)
+    select upload_id, name, (array_agg(kind order by case kind when 'phrase' then 2 when 'quantity' then 1 else 0 end))[1], count(*)::int
+      from kg_mentions where upload_id = ${uploadId} group by upload_id, name`);
+  await tx.execute(sql`delete from kg_edges where upload_id = ${uploadId}`);
+  await tx.execute(sql`
+    insert into kg_edges (upload_id, a, b, weight)
+    select m1.upload_id, m1.name, m2.name, count(*)::int
+      from kg_mentions m1 join kg_mentions m2 on m2.chunk_id = m1.chunk_id and m1.name < m2.name
+     where m1.upload_id = ${uploadId} and m1.rank <= ${EDGE_RANK} and m2.rank <= ${EDGE_RANK}
+     group by m1.upload_id, m1.name, m2.name`);
+}
+
+export interface ChunkRecord {
+  id: string;
+  uploadId: string;
+  index: number;
+  text: string;
+  tokens: number;
+}
+
+/**
+ * Saves new text with its token count, vector (pgvector text form '[..]'), full-text index, BM25 length
+ * and entity mentions, moves the upload's text_tokens by the difference and recomputes the upload's
+ * derived rows. Run inside a transaction: all of it changes together.
+ */
+export async function replaceChunkText(
+  tx: DbOrTx,
+  chunkId: string,
+  text: string,
+  tokens: number,
+  vectorText: string,
+  mentions: Mention[],
+  now: Date,
+): Promise<ChunkRecord | undefined> {
+  const [old] = await rowsOf<{ upload_id: string; tokens: number }>(tx, sql`select upload_id, tokens from chunks where id = ${chunkId} for update`);
+  if (!old) return undefined;
+  const [row] = await rowsOf<{ id: string; upload_id: string; chunk_index: number; text: string; tokens: number }>(
+    tx,
+    sql`update chunks c
+           set text = ${text}, tokens = ${tokens}, embedding = ${vectorText}::vector, tsv = x.tsv,
+               lex_len = (select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(x.tsv) t)::int,
+               updated_at = ${now.toISOString()}
+          from (select to_tsvector('english', ${text}) as tsv) x
+         where c.id = ${chunkId}
+     returning c.id, c.upload_id, c.chunk_index, c.text, c.tokens`,
+  );
+  const delta = tokens - Number(old.tokens);
+  if (delta !== 0) {
+    await tx.execute(sql`update uploads set text_tokens = greatest(text_tokens + ${delta}, 0), updated_at = ${now.toISOString()} where id = ${old.upload_id}`);
+  }
+  await tx.execute(sql`delete from kg_mentions where chunk_id = ${chunkId}`);
+  await insertMentions(tx, old.upload_id, [{ chunkId, mentions }]);
+  await refreshUploadIndex(tx, old.upload_id);
+  return row ? { id: row.id, uploadId: row.upload_id, index: Number(row.chunk_index), text: row.text, tokens: Number(row.tokens) } : undefined;
+}
+
+/** Chunks of uploads whose graph is to be rebuilt (regraph CLI), in id order after `afterId`. */
+export async function chunkPageForGraph(db: DbOrTx, afterId: string, limit: number): Promise<Array<{ id: string; upload_id: string; text: string }>> {
+  return rowsOf(db, sql`select id, upload_id, text from chunks where id > ${afterId} order by id limit ${limit}`);
+}
+
+export async function uploadsWithChunks(db: DbOrTx): Promise<string[]> {
+  const rows = await rowsOf<{ upload_id: string }>(db, sql`select distinct upload_id from chunks`);
+  return rows.map((r) => r.upload_id);
+}
+
+export async function clearMentionsOf(db: DbOrTx, uploadId: string): Promise<void> {
+  await db.execute(sql`delete from kg_mentions where upload_id = ${uploadId}`);
+}
+
+export async function chunkTextsOfUpload(db: DbOrTx, uploadId: string): Promise<Array<{ id: string; text: string }>> {
+  return rowsOf(db, sql`select id, text from chunks where upload_id = ${uploadId} order by chunk_index`);
+}
+
+// ───────────── retrieval reads ─────────────
+
+export interface ScopeUpload {
+  id: string;
+  chunks: number;
+  lexLen: number;
+}
+
+/** Uploads matching `condition` (built by search.policy) that are active, with their BM25 statistics. */
+export async function scopeUploads(db: DbOrTx, condition: ReturnType<typeof sql>): Promise<ScopeUpload[]> {
+  const rows = await rowsOf<{ id: string; chunks: number; lex_len: number }>(
+    db,
+    sql`select u.id, coalesce(s.chunks, 0)::int as chunks, coalesce(s.lex_len, 0)::float8 as lex_len
+          from uploads u left join upload_index_stats s on s.upload_id = u.id
+         where u.status = 'active' and ${condition}`,
+  );
+  return rows.map((r) => ({ id: r.id, chunks: Number(r.chunks), lexLen: Number(r.lex_len) }));
+}
+
+export interface Scored {
+  id: string;
+  score: number;
+}
+
+/**
+ * Dense top-k by cosine similarity within the uploads. `exact`: every vector of the scope is compared
+ * (a MATERIALIZED scan the HNSW index cannot serve); else the HNSW index with iterative scanning, so a
+ * filtered top-k is never short (pgvector ≥ 0.8), re-sorted because relaxed order may swap neighbours.
+ */
+export async function denseSearch(db: DbOrTx, scope: SQL, vector: string, k: number, exact: boolean): Promise<Scored[]> {
+    if (exact) {
+    const rows = await rowsOf<{ id: string; score: number }>(
+      db,
+      sql`with d as materialized (
+            select c.id, c.embedding <=> ${vector}::vector as dist from chunks c
+             where c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null)
+          select id, 1 - dist as score from d order by dist, id limit ${k}`,
+    );
+    return rows.map((r) => ({ id: r.id, score: Number(r.score) }));
+  }
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`set local hnsw.iterative_scan = relaxed_order`);
+    await tx.execute(sql.raw(`set local hnsw.ef_search = ${Math.max(40, Math.min(1000, Math.trunc(k * 2)))}`));
+    const rows = await rowsOf<{ id: string; score: number }>(
+      tx,
+      sql`select id, score from (
+            select c.id, 1 - (c.embedding <=> ${vector}::vector) as score from chunks c
+             where c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null
+             order by c.embedding <=> ${vector}::vector limit ${k}) t
+          order by score desc, id`,
+    );
+    return rows.map((r) => ({ id: r.id, score: Number(r.score) }));
+  });
+}
+
+/** The query's lexemes (english configuration: stop words removed, Snowball stemming) with their frequency. */
+export async function queryLexemes(db: DbOrTx, query: string): Promise<Array<{ lexeme: string; qtf: number }>> {
+  const rows = await rowsOf<{ lexeme: string; qtf: number }>(
+    db,
+    sql`select t.lexeme, coalesce(array_length(t.positions, 1), 1)::int as qtf from unnest(to_tsvector('english', ${query})) t`,
+  );
+  return rows.map((r) => ({ lexeme: r.lexeme, qtf: Number(r.qtf) }));
+}
+
+export interface Bm25Params {
+  k1: number;
+  b: number;
+  /** chunks in scope and their mean lex_len */
+  n: number;
+  avgdl: number;
+  /** websearch_to_tsquery filter (quoted phrases, -exclusions) */
+  websearch?: string;
+}
+
+/**
+ * Okapi BM25 over the english tsvector, with statistics of the scope itself (N, avgdl from
+ * upload_index_stats; document frequencies counted over the scope's matching chunks), so that one
+ * tenant's documents never shape another's ranking. Candidates come from the GIN index (any lexeme);
+ * tf is the number of positions of the lexeme in the chunk's tsvector. Returns the top k and the
+ * document frequency of every query lexeme in scope.
+ */
+export async function bm25Search(
+  db: DbOrTx,
+  scope: SQL,
+  lexemes: Array<{ lexeme: string; qtf: number }>,
+  k: number,
+  p: Bm25Params,
+): Promise<{ hits: Scored[]; df: Map<string, number> }> {
+  if (lexemes.length === 0 ) return { hits: [], df: new Map() };
+    const lex = textArray(lexemes.map((l) => l.lexeme));
+  const qtf = `{${lexemes.map((l) => (Number.isFinite(l.qtf) ? l.qtf : 0)).join(',')}}`;
+  const tsquery = lexemes.map((l) => `'${l.lexeme.replace(/'/g, "''")}'`).join(' | ');
+  const websearch = p.websearch ? sql` and c.tsv @@ websearch_to_tsquery('english', ${p.websearch})` : sql``;
+  const rows = await rowsOf<{ id: string | null; score: number | null; df: Record<string, number> | string | null }>(
+    db,
+    sql`with ql as (select * from unnest(${lex}::text[], ${qtf}::float8[]) as q(lexeme, qtf)),
+         cand as (select c.id, c.tsv, c.lex_len from chunks c
+                   where c.upload_id in (select u.id from uploads u where ${scope}) and c.tsv @@ ${tsquery}::tsquery${websearch}),
+         post as (select cand.id, t.lexeme, coalesce(array_length(t.positions, 1), 1) as tf, cand.lex_len
+                    from cand cross join lateral unnest(cand.tsv) t where t.lexeme = any(${lex}::text[])),
+         df as (select lexeme, count(*)::float8 as n from post group by lexeme),
+         scored as (
+           select post.id, sum(ql.qtf * ln(1 + (${p.n}::float8 - df.n + 0.5) / (df.n + 0.5))
+                    * post.tf * (${p.k1}::float8 + 1) / (post.tf + ${p.k1}::float8 * (1 - ${p.b}::float8 + ${p.b}::float8 * post.lex_len / ${p.avgdl}::float8))) as score
+             from post join df using (lexeme) join ql using (lexeme)
+            group by post.id order by score desc, post.id limit ${k})
+       select s.id, s.score, (select json_object_agg(lexeme, n) from df) as df from (select 1) one left join scored s on true`,
+  );
+  const dfRaw = rows[0]?.df;
+  const dfObj = (typeof dfRaw === 'string' ? JSON.parse(dfRaw) : dfRaw ?? {}) as Record<string, number>;
+  return {
+    hits: rows.filter((r) => r.id !== null).map((r) => ({ id: r.id!, score: Number(r.score) })),
+    df: new Map(Object.entries(dfObj).map(([l, n]) => [l, Number(n)])),
+  };
+}
+
+/**
+ * Relevance-model feedback terms (RM3's P(w|R)): the lexemes of the given chunks weighted by
+ * Σ_d P(w|d)·P(d|q), with P(w|d) = tf / lex_len and P(d|q) the chunks' normalised first-pass scores.
+ */
+export async function feedbackTerms(db: DbOrTx, chunks: Array<{ id: string; weight: number }>, n: number): Promise<Array<{ lexeme: string; weight: number }>> {
+  if (chunks.length === 0) return [];
+  const rows = await rowsOf<{ lexeme: string; weight: number }>(
+    db,
+    sql`select t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)::float8 / greatest(c.lex_len, 1) * w.w) as weight
+          from unnest(${textArray(chunks.map((c) => c.id))}::text[], ${`{${chunks.map((c) => c.weight).join(',')}}`}::float8[]) as w(id, w)
+          join chunks c on c.id = w.id cross join lateral unnest(c.tsv) t
+         where length(t.lexeme) > 1
+         group by t.lexeme order by weight desc, t.lexeme limit ${n}`,
+  );
+  return rows.map((r) => ({ lexeme: r.lexeme, weight: Number(r.weight) }));
+}
+
+/**
+ * Trigram correction of misspelt names: the closest name or acronym entity of the scope for each
+ * word (similarity ≥ minSimilarity), through the GIN trigram index.
+ */
+export async function closestNames(db: DbOrTx, scope: SQL, words: string[], minSimilarity: number): Promise<Array<{ word: string; name: string; sim: number }>> {
+  if (words.length === 0 ) return [];
+  const rows = await rowsOf<{ word: string; name: string; sim: number }>(
+    db,
+    sql`select w.word, m.name, m.sim from unnest(${textArray(words)}::text[]) as w(word)
+        cross join lateral (
+          select e.name, similarity(e.name, w.word) as sim from kg_entities e
+           where e.name % w.word and e.upload_id in (select u.id from uploads u where ${scope}) and e.kind in ('name', 'acronym')
+           order by sim desc, e.name limit 1) m
+        where m.sim >= ${minSimilarity}`,
+  );
+  return rows.map((r) => ({ word: r.word, name: r.name, sim: Number(r.sim) }));
+}
+
+/** Exact entity matches: `names` against every entity, `words` against name and acronym entities only. */
+export async function exactEntities(db: DbOrTx, scope: SQL, names: string[], words: string[]): Promise<Array<{ name: string }>> {
+  if (names.length + words.length === 0) return [];
+  return rowsOf(
+    db,
+    sql`select distinct e.name from kg_entities e
+         where e.upload_id in (select u.id from uploads u where ${scope})
+           and (e.name = any(${textArray(names)}::text[]) or (e.name = any(${textArray(words)}::text[]) and e.kind in ('name', 'acronym')))`,
+  );
+}
+
+/** Trigram-fuzzy entity matches of phrases not matched exactly (best two each, similarity ≥ min). */
+export async function fuzzyEntities(db: DbOrTx, scope: SQL, phrases: string[], minSimilarity: number): Promise<Array<{ phrase: string; name: string; sim: number }>> {
+  if (phrases.length === 0 ) return [];
+  const rows = await rowsOf<{ phrase: string; name: string; sim: number }>(
+    db,
+    sql`select p.phrase, m.name, m.sim from unnest(${textArray(phrases)}::text[]) as p(phrase)
+        cross join lateral (
+          select e.name, max(similarity(e.name, p.phrase)) as sim from kg_entities e
+           where e.name % p.phrase and e.upload_id in (select u.id from uploads u where ${scope})
+           group by e.name order by sim desc, e.name limit 2) m
+        where m.sim >= ${minSimilarity}`,
+  );
+  return rows.map((r) => ({ phrase: r.phrase, name: r.name, sim: Number(r.sim) }));
+}
+
+/** Strongest co-occurrence neighbours of the seed entities in scope (edge weights summed over uploads). */
+export async function neighbours(db: DbOrTx, scope: SQL, seeds: string[], limit: number): Promise<Array<{ a: string; b: string; w: number }>> {
+  if (seeds.length === 0 ) return [];
+  const rows = await rowsOf<{ a: string; b: string; w: number }>(
+    db,
+    sql`select a, b, sum(weight)::int as w from kg_edges
+         where upload_id in (select u.id from uploads u where ${scope}) and (a = any(${textArray(seeds)}::text[]) or b = any(${textArray(seeds)}::text[]))
+         group by a, b order by w desc, a, b limit ${limit}`,
+  );
+  return rows.map((r) => ({ a: r.a, b: r.b, w: Number(r.w) }));
+}
+
+/** Mentions of the entities in scope: which chunk, how often. */
+export async function mentionsOf(db: DbOrTx, scope: SQL, names: string[], limit: number): Promise<Array<{ chunkId: string; name: string; tf: number }>> {
+  if (names.length === 0 ) return [];
+  const rows = await rowsOf<{ chunk_id: string; name: string; tf: number }>(
+    db,
+    sql`select chunk_id, name, tf from kg_mentions
+         where name = any(${textArray(names)}::text[]) and upload_id in (select u.id from uploads u where ${scope}) limit ${limit}`,
+  );
+  return rows.map((r) => ({ chunkId: r.chunk_id, name: r.name, tf: Number(r.tf) }));
+}
+
+export interface ChunkForResult {
+  id: string;
+  uploadId: string;
+  index: number;
+  text: string;
+  dense: number | null;
+}
+
+/** The chunks of the final results, with their cosine similarity to the query vector. */
+export async function chunksForResults(db: DbOrTx, chunkIds: string[], vector: string | null): Promise<ChunkForResult[]> {
+  if (chunkIds.length === 0) return [];
+  const dense = vector ? sql`1 - (c.embedding <=> ${vector}::vector)` : sql`null::float8`;
+  const rows = await rowsOf<{ id: string; upload_id: string; chunk_index: number; text: string; dense: number | null }>(
+    db,
+    sql`select c.id, c.upload_id, c.chunk_index, c.text, ${dense} as dense from chunks c where c.id = any(${textArray(chunkIds)}::text[])`,
+  );
+  return rows.map((r) => ({ id: r.id, uploadId: r.upload_id, index: Number(r.chunk_index), text: r.text, dense: r.dense === null ? null : Number(r.dense) }));
+}
+
+export async function uploadRows(db: DbOrTx, ids: string[]): Promise<UploadRow[]> {
+  if (ids.length === 0) return [];
+  return db.select().from(uploads).where(inArray(uploads.id, ids));
+}
+
+// ───────────── embedder bookkeeping and re-embedding ─────────────
+
+export interface EmbedderState {
+  id: string;
+  dimensions: number;
+  /** false while a re-embed runs (or after one that did not finish) */
+  complete: boolean;
+}
+
+const EMBEDDER_KEY = 'embedder';
+
+function parseState(value: unknown): EmbedderState | undefined {
+  const v = (typeof value === 'string' ? JSON.parse(value) : value) as Partial<EmbedderState> | null;
+  if (!v || typeof v.id !== 'string') return undefined;
+  return { id: v.id, dimensions: Number(v.dimensions ?? 0), complete: v.complete !== false };
+}
+
+/**
+ * The recorded embedder. Inside a transaction `lock` holds the state row until it ends: 'share' for
+ * writers of vectors that only need the embedder not to change meanwhile (they do not wait for each
+ * other), 'update' for the one that changes it (re-embedding).
+ */
+export async function readEmbedderState(db: DbOrTx, options: { lock?: 'share' | 'update' } = {}): Promise<EmbedderState | undefined> {
+  const query = db.select({ value: systemState.value }).from(systemState).where(eq(systemState.key, EMBEDDER_KEY));
+  const [row] = options.lock ? await query.for(options.lock) : await query;
+  return row ? parseState(row.value) : undefined;
+}
+
+/** Records the state when none exists yet; returns the state now stored. */
+export async function recordEmbedderIfAbsent(db: DbOrTx, state: EmbedderState, now: Date): Promise<EmbedderState> {
+  await db.insert(systemState).values({ key: EMBEDDER_KEY, value: state, updatedAt: now }).onConflictDoNothing();
+  return (await readEmbedderState(db)) ?? state;
+}
+
+export async function writeEmbedderState(db: DbOrTx, state: EmbedderState, now: Date): Promise<void> {
+  await db
+    .insert(systemState)
+    .values({ key: EMBEDDER_KEY, value: state, updatedAt: now })
+    .onConflictDoUpdate({ target: systemState.key, set: { value: state, updatedAt: now } });
+}
+
+export async function countChunks(db: DbOrTx): Promise<number> {
+  const [row] = await db.select({ n: sql<number>`count(*)::int` }).from(chunks);
+  return Number(row?.n ?? 0);
+}
+
+/** Dimension of the chunks.embedding column (pgvector keeps it in atttypmod). */
+export async function embeddingColumnDimensions(db: DbOrTx): Promise<number> {
+  const [row] = await rowsOf<{ dims: number }>(
+    db,
+    sql`select atttypmod as dims from pg_attribute where attrelid = 'chunks'::regclass and attname = 'embedding' and not attisdropped`,
+  );
+  return Number(row?.dims ?? -1);
+}
+
+/**
+ * Serialises changes of the embedder bookkeeping and of the vector column across nodes (a transaction
+ * advisory lock, held until the transaction ends): two nodes booting together never resize at once.
+ */
+export async function lockEmbedderChanges(tx: DbOrTx): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext('vault-embedder'))`);
+}
+
+export async function dropEmbeddingIndex(tx: DbOrTx): Promise<void> {
+  await tx.execute(sql`drop index if exists chunks_embedding_hnsw`);
+}
+
+export async function createEmbeddingIndex(db: DbOrTx): Promise<void> {
+  await db.execute(sql`create index if not exists chunks_embedding_hnsw on chunks using hnsw (embedding vector_cosine_ops)`);
+}
+
+/** Empties every vector and changes the column's dimension (vectors of two sizes cannot share it). */
+export async function resizeEmbeddingColumn(tx: DbOrTx, dimensions: number): Promise<void> {
+  if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > 16000) throw new Error(`Invalid embedding dimension ${dimensions}`);
+  await tx.execute(sql`update chunks set embedding = null where embedding is not null`);
+  await tx.execute(sql.raw(`alter table chunks alter column embedding type vector(${dimensions})`));
+}
+
+export async function chunkTextsAfter(db: DbOrTx, afterId: string, limit: number): Promise<Array<{ id: string; text: string }>> {
+  return db
+    .select({ id: chunks.id, text: chunks.text })
+    .from(chunks)
+    .where(sql`${chunks.id} > ${afterId}`)
+    .orderBy(chunks.id)
+    .limit(limit);
+}
+
+export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string; embedding: string }>, now: Date): Promise<void> {
+  if (rows.length === 0) return;
+  const values = sql.join(
+    rows.map((r) => sql`(${r.id}, ${r.embedding})`),
+    sql`, `,
+  );
+  await db.execute(sql`
+    update chunks c set embedding = v.emb::vector, updated_at = ${now.toISOString()}::timestamptz
+      from (values ${values}) as v(id, emb)
+     where c.id = v.id`);
+}
+
+export async function setEmbeddingModelOfIndexedUploads(db: DbOrTx, model: string, now: Date): Promise<void> {
+  await db.execute(sql`update uploads set embedding_model = ${model}, updated_at = ${now.toISOString()}::timestamptz where chunk_count > 0 and status <> 'deleted'`);
+}

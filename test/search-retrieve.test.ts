@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'drizzle-orm';
+import { rowsOf } from '../src/db/client.js';
+import { resolveAuth } from '../src/modules/identity/auth-context.js';
+import { regraphAll } from '../src/modules/search/regraph.js';
+import { retrieve } from '../src/modules/search/retrieve.js';
+import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { uploadOk, waitForIngestion } from './support/uploads.js';
+
+/**
+ * The retrieval library as the Q&A pipeline calls it (`retrieve(ctx, auth, query, options)`), and the
+ * `regraph` rebuild, on the real app and database.
+ */
+let t: TestApp;
+let token: string;
+const ids: Record<string, string> = {};
+
+const authOf = () => resolveAuth(t.app.ctx.db, t.app.ctx.tokens, token, new Date());
+
+before(async () => {
+  t = await startTestApp();
+  const w = await makeWorld(t.database);
+  token = (await login(t.app, w.userA1.email)).accessToken;
+  const parent = await t.app.inject({ method: 'POST', url: '/api/user/collection', headers: bearer(token), payload: { name: 'Course', scope: 'personal' } });
+  assert.equal(parent.statusCode, 201, parent.body);
+  ids.parent = parent.json().data._id;
+  const child = await t.app.inject({ method: 'POST', url: '/api/user/collection', headers: bearer(token), payload: { name: 'Week 1', scope: 'personal', parent: ids.parent } });
+  assert.equal(child.statusCode, 201, child.body);
+  ids.child = child.json().data._id;
+  const files: Array<[string, string, Record<string, string>]> = [
+    ['inChild', 'Photosynthesis turns light into chemical energy inside the chloroplasts of Elodea leaves.', { scope: 'personal', collection: ids.child! }],
+    ['outside', 'Photosynthesis in desert succulents follows the CAM pathway at night.', { scope: 'personal' }],
+  ];
+  for (const [name, text, fields] of files) {
+    const u = await uploadOk(t.app, token, { name: `${name}.txt`, content: text, type: 'text/plain' }, fields);
+    assert.equal((await waitForIngestion(t.app, token, u._id)).status, 'active');
+    ids[name] = u._id;
+  }
+});
+
+after(() => t.close());
+
+test('retrieve returns full chunk text, snippet, score, source and the upload; collectionIds include sub-collections', async () => {
+  const auth = await authOf();
+  const all = await retrieve(t.app.ctx, auth, 'photosynthesis', { limit: 5 });
+  assert.deepEqual(new Set(all.results.map((r) => r.uploadId)), new Set([ids.inChild, ids.outside]));
+  assert.equal(all.uploadCount, 2);
+  const scoped = await retrieve(t.app.ctx, auth, 'photosynthesis', { limit: 5, collectionIds: [ids.parent!] });
+  assert.deepEqual(scoped.results.map((r) => r.uploadId), [ids.inChild]);
+  assert.equal(scoped.uploadCount, 1);
+  const hit = scoped.results[0]!;
+  assert.equal(hit.text, 'Photosynthesis turns light into chemical energy inside the chloroplasts of Elodea leaves.');
+  assert.equal(hit.chunkIndex, 0);
+  assert.equal(hit.upload._id, ids.inChild);
+  assert.ok(['rag', 'kag', 'fused'].includes(hit.source) && hit.score > 0 && hit.score <= 1 && hit.snippet.length > 0);
+  assert.equal(typeof scoped.tookMs, 'number');
+  const none = await retrieve(t.app.ctx, auth, 'photosynthesis', { limit: 5, collectionIds: ['not-a-uuid'] });
+  assert.equal(none.results.length, 0);
+  assert.equal(none.uploadCount, 0);
+});
+
+test('regraph rebuilds a graph that is missing', async () => {
+  await t.database.db.execute(sql`delete from kg_entities`);
+  await t.database.db.execute(sql`delete from kg_edges`);
+  await t.database.db.execute(sql`delete from kg_mentions`);
+  const before = await retrieve(t.app.ctx, await authOf(), 'Elodea', { limit: 5, methods: ['kag'] });
+  assert.equal(before.results.length, 0);
+  const r = await regraphAll(t.database.db);
+  assert.equal(r.uploads, 2);
+  const [n] = await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from kg_entities where upload_id = ${ids.inChild!}`);
+  assert.ok(Number(n!.n) > 0);
+  const after = await retrieve(t.app.ctx, await authOf(), 'Elodea', { limit: 5, methods: ['kag'] });
+  assert.deepEqual(after.results.map((r) => r.uploadId), [ids.inChild]);
+});

@@ -1,0 +1,279 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'drizzle-orm';
+import { rowsOf } from '../src/db/client.js';
+import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { uploadOk, waitForIngestion } from './support/uploads.js';
+
+/**
+ * POST /api/user/files/search-content on the real app and a real PGlite, files ingested by the real
+ * pipeline (local hashed n-gram embedder, BM25, knowledge graph).
+ */
+
+type World = Awaited<ReturnType<typeof makeWorld>>;
+let t: TestApp;
+let w: World;
+const tokens: Record<string, string> = {};
+const ids: Record<string, string> = {};
+
+const search = (token: string, payload: unknown) =>
+  t.app.inject({ method: 'POST', url: '/api/user/files/search-content', headers: { ...bearer(token), 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
+
+async function put(token: string, name: string, text: string, fields: Record<string, string>) {
+  const u = await uploadOk(t.app, token, { name: `${name}.txt`, content: text, type: 'text/plain' }, fields);
+  const done = await waitForIngestion(t.app, token, u._id);
+  assert.equal(done.status, 'active', JSON.stringify(done));
+  ids[name] = u._id;
+  return u._id as string;
+}
+
+const uploadIdsOf = (body: any) => new Set<string>(body.results.map((r: any) => r.uploadId));
+
+before(async () => {
+  // the rate-limit test runs a second app with the default limit (20) on the same database
+  t = await startTestApp({ env: { SEARCH_RATE_LIMIT_PER_MINUTE: '1000' } });
+  w = await makeWorld(t.database);
+  for (const [k, u] of Object.entries({ a1: w.userA1, a1admin: w.adminA1, a2: w.userA2, b1: w.userB1 })) tokens[k] = (await login(t.app, u.email)).accessToken;
+  // user A1: personal, instance (A1), account (A) files; others: files that must never reach A1's user
+  // the Hemlock Guild is named once, beside ten words said twice: the lexical side's relevance feedback
+  // (its ten strongest terms) does not reach the guild's own file, the graph's edge from the name does
+  await put(
+    tokens.a1!,
+    'zorblax',
+    'Zorblax Quintavern founded the Hemlock Guild. Zorblax Quintavern sailed and sailed, charted and charted, mapped and mapped, ' +
+      'painted and painted, sang and sang, danced and danced, wrote and wrote, rowed and rowed.',
+    { scope: 'personal' },
+  );
+  await put(tokens.a1!, 'guild', 'The Hemlock Guild trades amber and salt along the northern coast every spring.', { scope: 'instance' });
+  await put(tokens.a1!, 'turbines', 'Wind turbines convert the kinetic energy of moving air into electricity; the rotor blades drive a generator.', { scope: 'account' });
+  await put(tokens.a1admin!, 'secret', 'Confidential merger plan: Project Nightjar acquires Bluewave Dynamics for 40 million.', { scope: 'instance', confidential: 'true' });
+  await put(tokens.a1admin!, 'privatefile', 'Private memo about the Hemlock Guild budget for the lighthouse restoration.', { scope: 'instance', is_private: 'true' });
+  await put(tokens.a2!, 'other-institution', 'The Hemlock Guild of Acme History archives maritime trade records.', { scope: 'instance' });
+  await put(tokens.b1!, 'other-account', 'The Hemlock Guild in Beta Law handles salt disputes.', { scope: 'account' });
+});
+
+after(async () => {
+  await t.close();
+});
+
+describe('bounds', () => {
+  test('query, limit, minScore and selectedUploadIds out of bounds are 400s with the contract body', async () => {
+    const cases: Array<[unknown, string]> = [
+      [{}, 'query'],
+      [{ query: '   ' }, 'query'],
+      [{ query: 'x'.repeat(501) }, 'query'],
+      [{ query: 'guild', limit: 0 }, 'limit'],
+      [{ query: 'guild', limit: 101 }, 'limit'],
+      [{ query: 'guild', limit: 2.5 }, 'limit'],
+      [{ query: 'guild', minScore: -0.01 }, 'minScore'],
+      [{ query: 'guild', minScore: 1.01 }, 'minScore'],
+      [{ query: 'guild', selectedUploadIds: Array.from({ length: 5001 }, () => ids.guild) }, 'selectedUploadIds'],
+      [{ query: 'guild', selectedUploadIds: 'not-a-list' }, 'selectedUploadIds'],
+    ];
+    for (const [payload, field] of cases) {
+      const res = await search(tokens.a2!, payload);
+      assert.equal(res.statusCode, 400, `${JSON.stringify(payload).slice(0, 80)} → ${res.body}`);
+      const body = res.json();
+      assert.equal(body.success, false);
+      assert.equal(body.error.code, 'VALIDATION_FAILED');
+      assert.ok(JSON.stringify(body.error.details).includes(field), `${field} named in ${res.body}`);
+    }
+  });
+
+  test('the edges of the bounds are accepted: 500 characters after trimming, limit 1 and 100, minScore 0 and 1, 5000 ids', async () => {
+    for (const payload of [
+      { query: `  ${'guild '.repeat(83)}gu  ` },
+      { query: 'guild', limit: 1 },
+      { query: 'guild', limit: 100, minScore: 0 },
+      { query: 'guild', minScore: 1 },
+      { query: 'guild', selectedUploadIds: Array.from({ length: 5000 }, () => ids.guild) },
+    ]) {
+      const res = await search(tokens.a2!, payload);
+      assert.equal(res.statusCode, 200, res.body);
+    }
+  });
+
+  test('without a token: 401', async () => {
+    const res = await t.app.inject({ method: 'POST', url: '/api/user/files/search-content', payload: { query: 'guild' } });
+    assert.equal(res.statusCode, 401);
+  });
+
+  test('limit defaults to 10 and caps the results; the query is echoed as sent', async () => {
+    const res = await search(tokens.a1!, { query: ' Hemlock Guild ' });
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json();
+    assert.equal(body.success, true);
+    assert.equal(body.query, ' Hemlock Guild ');
+    assert.ok(body.results.length <= 10);
+    const one = (await search(tokens.a1!, { query: 'Hemlock Guild', limit: 1 })).json();
+    assert.equal(one.results.length, 1);
+    assert.equal(typeof body.tookMs, 'number');
+  });
+});
+
+describe('scope', () => {
+  test("another institution's, another account's and another user's private files never appear, not even in uploadCount", async () => {
+    const body = (await search(tokens.a1!, { query: 'Hemlock Guild', limit: 100 })).json();
+    const found = uploadIdsOf(body);
+    for (const name of ['privatefile', 'other-institution', 'other-account']) assert.ok(!found.has(ids[name]!), `${name} must not be found`);
+    assert.ok(found.has(ids.zorblax!) && found.has(ids.guild!));
+    // personal, instance (A1: guild, secret), account (A: turbines): 4 uploads; not the private, A2 or B files
+    assert.equal(body.uploadCount, 4);
+    for (const r of body.results) assert.equal(r.upload.status, 'active');
+  });
+
+  test('selectedUploadIds is intersected with the scope; foreign, malformed and non-string ids are dropped silently', async () => {
+    const res = await search(tokens.a1!, {
+      query: 'Hemlock Guild',
+      selectedUploadIds: [ids.guild, ids['other-account'], ids.privatefile, 'not-an-id', 'Z'.repeat(3000), 42, null, ids.guild!.toUpperCase()],
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json();
+    assert.equal(body.uploadCount, 1);
+    assert.deepEqual([...uploadIdsOf(body)], [ids.guild]);
+  });
+
+  test('a selection of only foreign ids searches nothing (not the whole scope)', async () => {
+    const body = (await search(tokens.a1!, { query: 'Hemlock Guild', selectedUploadIds: [ids['other-account']] })).json();
+    assert.equal(body.uploadCount, 0);
+    assert.equal(body.results.length, 0);
+    assert.equal(body.totalScanned, 0);
+  });
+
+  test('the other account sees its own file and none of account A', async () => {
+    const body = (await search(tokens.b1!, { query: 'Hemlock Guild', limit: 100 })).json();
+    assert.deepEqual([...uploadIdsOf(body)], [ids['other-account']]);
+    assert.equal(body.uploadCount, 1);
+  });
+});
+
+describe('sources, fusion and snippets', () => {
+  test('an exact name is found by the graph; its co-occurring entity brings a file only the graph finds (kag); the file with the name is found by both (fused)', async () => {
+    const body = (await search(tokens.a1!, { query: 'Zorblax Quintavern', limit: 20 })).json();
+    const byUpload = new Map(body.results.map((r: any) => [r.uploadId, r]));
+    const named: any = byUpload.get(ids.zorblax);
+    assert.ok(named, 'the file naming Zorblax Quintavern is found');
+    assert.equal(named.source, 'fused');
+    assert.ok(named.scores.kag > 0 && named.scores.lexical > 0);
+    const hop: any = byUpload.get(ids.guild);
+    assert.ok(hop, 'the Hemlock Guild file is reached one hop away');
+    assert.equal(hop.source, 'kag');
+    assert.equal(hop.scores.lexical, undefined);
+    assert.ok(named.score > hop.score);
+    for (const r of body.results) assert.ok(r.score >= 0 && r.score <= 1);
+    const scores = body.results.map((r: any) => r.score);
+    assert.deepEqual(scores, [...scores].sort((a: number, b: number) => b - a));
+  });
+
+  test('a misspelt name is still found (trigram-fuzzy entity match)', async () => {
+    const body = (await search(tokens.a1!, { query: 'Zorblaks Quintavern' })).json();
+    assert.equal(body.results[0]?.uploadId, ids.zorblax);
+  });
+
+  test('a paraphrase without a shared word is found by the dense side alone (rag)', async () => {
+    // no lexeme in common with the turbine file ("turbine" vs "turbines" stem alike, so none of its words are used)
+    const body = (await search(tokens.a1!, { query: 'rotating wind-powered electrical generators' })).json();
+    const hit = body.results.find((r: any) => r.uploadId === ids.turbines);
+    assert.ok(hit, JSON.stringify(body.results.map((r: any) => [r.upload.originalname, r.scores])));
+    assert.equal(hit.source, 'rag');
+    assert.ok(hit.scores.dense > 0);
+  });
+
+  test('snippets: about 200 characters around the matched terms, cut on words; confidential files show exactly [confidential] and leak nowhere', async () => {
+    const long = `${'Filler sentence about nothing in particular. '.repeat(12)}The quasar Andromeda-Xi emits bright radio bursts near the galactic core. ${'More filler text follows here. '.repeat(12)}`;
+    await put(tokens.a1!, 'quasar', long, { scope: 'personal' });
+    const body = (await search(tokens.a1!, { query: 'quasar radio bursts' })).json();
+    const hit = body.results.find((r: any) => r.uploadId === ids.quasar);
+    assert.ok(hit);
+    assert.ok(hit.snippet.includes('quasar Andromeda-Xi emits bright radio bursts'), hit.snippet);
+    assert.ok(hit.snippet.length <= 210 && hit.snippet.length >= 150, `${hit.snippet.length}: ${hit.snippet}`);
+    assert.ok(hit.snippet.startsWith('… ') && hit.snippet.endsWith(' …'));
+    assert.equal(hit.text, undefined, 'the chunk text is not part of the response');
+
+    const res = await search(tokens.a1!, { query: 'Project Nightjar merger' });
+    const secret = res.json().results.find((r: any) => r.uploadId === ids.secret);
+    assert.ok(secret, 'the confidential file is searchable');
+    assert.equal(secret.snippet, '[confidential]');
+    for (const word of ['Bluewave', 'acquires', '40 million']) assert.ok(!res.body.includes(word), `${word} leaked`);
+  });
+
+  test('minScore filters rag results on their dense score only; kag and fused results stay; totalScanned counts before it', async () => {
+    const loose = (await search(tokens.a1!, { query: 'Zorblax Quintavern', limit: 100, minScore: 0 })).json();
+    const strict = (await search(tokens.a1!, { query: 'Zorblax Quintavern', limit: 100, minScore: 1 })).json();
+    assert.ok(loose.results.some((r: any) => r.source === 'rag'), 'there are rag results to filter');
+    assert.equal(strict.totalScanned, loose.totalScanned);
+    assert.ok(strict.results.every((r: any) => r.source !== 'rag'));
+    const keptKinds = new Set(strict.results.map((r: any) => r.source));
+    assert.ok(keptKinds.has('kag') && keptKinds.has('fused'), JSON.stringify([...keptKinds]));
+    const mid = (await search(tokens.a1!, { query: 'Zorblax Quintavern', limit: 100, minScore: 0.2 })).json();
+    for (const r of mid.results) if (r.source === 'rag') assert.ok(r.denseScore >= 0.2);
+  });
+
+  test('the single-method switch is for superadmins only', async () => {
+    const res = await search(tokens.a1!, { query: 'guild', method: 'kag' });
+    assert.equal(res.statusCode, 403);
+  });
+});
+
+describe('knowledge graph maintenance', () => {
+  const graphRows = async (uploadId: string) => {
+    const [r] = await rowsOf<{ e: number; m: number; g: number; s: number }>(
+      t.database.db,
+      sql`select (select count(*)::int from kg_entities where upload_id = ${uploadId}) as e, (select count(*)::int from kg_mentions where upload_id = ${uploadId}) as m,
+                 (select count(*)::int from kg_edges where upload_id = ${uploadId}) as g, (select count(*)::int from upload_index_stats where upload_id = ${uploadId}) as s`,
+    );
+    return r!;
+  };
+
+  test("an edited chunk's entities follow the edit", async () => {
+    const id = await put(tokens.a1!, 'editable', 'Captain Mirela Ostrova sailed the Crimson Tide past Dunmore Point.', { scope: 'personal' });
+    const chunks = (await t.app.inject({ method: 'GET', url: `/api/user/files/${id}/chunks`, headers: bearer(tokens.a1!) })).json().data;
+    const res = await t.app.inject({
+      method: 'PUT',
+      url: `/api/user/embedding/${chunks[0]._id}`,
+      headers: bearer(tokens.a1!),
+      payload: { text: 'Admiral Teodor Vashenko anchored the Silver Heron near Kelmar Bay.' },
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const names = (await rowsOf<{ name: string }>(t.database.db, sql`select name from kg_entities where upload_id = ${id}`)).map((r) => r.name);
+    assert.ok(names.includes('admiral teodor vashenko') && names.includes('kelmar bay'), names.join(', '));
+    assert.ok(!names.includes('mirela ostrova'), names.join(', '));
+    const body = (await search(tokens.a1!, { query: 'Teodor Vashenko' })).json();
+    assert.equal(body.results[0]?.uploadId, id);
+    assert.ok(body.results[0].scores.kag > 0);
+    const gone = (await search(tokens.a1!, { query: 'Mirela Ostrova' })).json();
+    assert.ok(!gone.results.some((r: any) => r.uploadId === id && r.scores.kag !== undefined));
+  });
+
+  test('graph rows disappear with their file', async () => {
+    const id = await put(tokens.a1!, 'doomed', 'Professor Hallvard Brekke studied the Oslo Fjord tides with NOAA instruments.', { scope: 'personal' });
+    const before = await graphRows(id);
+    assert.ok(before.e > 0 && before.m > 0 && before.g > 0 && before.s === 1, JSON.stringify(before));
+    const res = await t.app.inject({ method: 'DELETE', url: `/api/user/files/${id}`, headers: bearer(tokens.a1!) });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(await graphRows(id), { e: 0, m: 0, g: 0, s: 0 });
+    const body = (await search(tokens.a1!, { query: 'Hallvard Brekke' })).json();
+    assert.ok(!uploadIdsOf(body).has(id));
+  });
+});
+
+describe('rate limit', () => {
+  test('the 21st request within a minute is a 429 with Retry-After for that user only', async () => {
+    const limited = await startTestApp({ database: t.database });
+    after(() => limited.close());
+    const send = (token: string) =>
+      limited.app.inject({ method: 'POST', url: '/api/user/files/search-content', headers: bearer(token), payload: { query: 'turbines' } });
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const token = (await login(limited.app, user.email)).accessToken;
+    for (let i = 1; i <= 20; i++) {
+      const res = await send(token);
+      assert.equal(res.statusCode, 200, `request ${i}: ${res.body}`);
+    }
+    const refused = await send(token);
+    assert.equal(refused.statusCode, 429);
+    assert.equal(refused.json().error.code, 'RATE_LIMITED');
+    assert.ok(Number(refused.headers['retry-after']) > 0);
+    const other = await send(tokens.a2!);
+    assert.equal(other.statusCode, 200);
+  });
+});
