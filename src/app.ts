@@ -19,6 +19,8 @@ import { TokenService } from './modules/identity/tokens.js';
 import { tenancyRoutes } from './modules/tenancy/tenancy.routes.js';
 import { mfaRoutes } from './modules/mfa/mfa.routes.js';
 import { vaultRoutes } from './modules/vault/vault.routes.js';
+import { conversationRoutes } from './modules/conversation/conversation.routes.js';
+import { RealtimeGateway } from './modules/realtime/gateway.js';
 import { createEmbedder } from './providers/embeddings/index.js';
 import { createChatModel } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
@@ -152,6 +154,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
         { name: 'admin', description: 'Administration of accounts, institutions, users and memberships' },
         { name: 'mfa', description: 'Multi-factor authentication by e-mailed code and trusted devices' },
         { name: 'vault', description: 'Files, collections, embedding chunks and AI sanitize' },
+        { name: 'conversation', description: 'Q&A (streamed over Socket.IO RECEIVE_STREAM), assistants and history records' },
         { name: 'dev', description: 'Development helpers (not in production)' },
         { name: 'ops', description: 'Health and readiness' },
       ],
@@ -166,6 +169,9 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await tenancyRoutes(app, ctx);
   await mfaRoutes(app, ctx, identity);
   await vaultRoutes(app, ctx);
+  const realtime = new RealtimeGateway(app, ctx);
+  app.decorate('realtime', realtime);
+  await conversationRoutes(app, ctx, realtime);
 
   await ensureBootstrapAdmin(ctx);
 
@@ -193,5 +199,6 @@ function lazyProviders(config: AppConfig, database: Database, app: App, given: P
 declare module 'fastify' {
   interface FastifyInstance {
     ctx: AppContext;
+    realtime: RealtimeGateway;
   }
 }
