@@ -3,7 +3,7 @@ import { inList } from '../../db/search.js';
 import { forbidden, notFound } from '../../shared/errors.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { canInAccount, canInInstitution, type Principal } from '../tenancy/permissions.js';
-import { listingScope } from '../tenancy/tenancy.policy.js';
+import { listingScope, seesInstitution } from '../tenancy/tenancy.policy.js';
 import type { RowScope } from '../tenancy/tenancy.repository.js';
 
 /**
@@ -80,6 +80,7 @@ export function assertAdminFlags(p: Principal, institution: { id: string; accoun
 
 /** Creating an assistant in an institution: a member, unless the institution disables assistants for plain users. */
 export function assertCreateIn(p: Principal, institution: InstitutionSwitches): void {
+  if (!seesInstitution(p, institution)) throw notFound('Institution');
   const admin = administersInstitution(p, institution);
   if (!admin && !p.memberships.has(institution.id)) throw forbidden('You are not a member of this institution');
   if (!admin && institution.disableAssistantsForUser) throw forbidden('Assistants are disabled for users in this institution');
