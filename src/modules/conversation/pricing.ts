@@ -29,7 +29,7 @@ export function costUnits(inputTokens: number, outputTokens: number, price: Mode
   // units × 1e5 (micro price × tokens × 10 / 1e6 × 1e5 = micro × tokens): integers until the division.
   const grossScaled = inMicro * inputTokens + outMicro * outputTokens; // = units × 100_000
   const netScaled = (grossScaled * (10_000 - discount)) / 10_000;
-  return Math.ceil(netScaled / 100_000 - 1e-9);
+  return Math.max(0, Math.ceil(netScaled / 100_000 - 1e-9));
 }
 
 export function costOfUsage(usage: TokenUsage, price: ModelPrice): number {
