@@ -460,7 +460,7 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(open!.n, 0, 'every reservation was released');
   });
 
-  test('the reservation is one guarded UPDATE: an amount above the balance changes nothing, the exact balance empties it', async () => {
+  test('the reservation is one statement (guarded UPDATE and its ledger row in one CTE): an amount above the balance changes nothing, the exact balance empties it', async () => {
     const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Guard', ainame: 'G' });
     await t.database.db.execute(sql`update institutions set credits = 1.5 where id = ${inst.id}`);
     const payer = { kind: 'institution' as const, institutionId: inst.id, accountId: w.accountA.id };

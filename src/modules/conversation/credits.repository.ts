@@ -1,6 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { rowsOf, type Db, type DbOrTx } from '../../db/client.js';
-import { creditLedger } from '../../db/schema.js';
+import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { newId } from '../../shared/ids.js';
 import { unitsToDecimal } from './pricing.js';
 
@@ -9,41 +8,37 @@ export type Payer = { kind: 'institution'; institutionId: string; accountId: str
 
 const balanceTable = (payer: Payer) => (payer.kind === 'institution' ? sql.raw('institutions') : sql.raw('users'));
 const payerId = (payer: Payer) => (payer.kind === 'institution' ? payer.institutionId : payer.userId);
-const ledgerOwner = (payer: Payer) => (payer.kind === 'institution' ? { institutionId: payer.institutionId, userId: null } : { userId: payer.userId, institutionId: null });
+const ledgerUser = (payer: Payer) => (payer.kind === 'user' ? payer.userId : null);
+const ledgerInstitution = (payer: Payer) => (payer.kind === 'institution' ? payer.institutionId : null);
 
-async function ledger(tx: DbOrTx, payer: Payer, kind: 'reserve' | 'release' | 'charge', units: number, actorUserId: string, refId: string, now: Date) {
-  await tx.insert(creditLedger).values({
-    id: newId(),
-    accountId: payer.accountId,
-    ...ledgerOwner(payer),
-    delta: unitsToDecimal(units) as unknown as number,
-    kind,
-    actorUserId,
-    refId,
-    createdAt: now,
-  });
-}
+/** One ledger row as a VALUES tuple (typed, so that the CTE's insert can select from it). */
+const ledgerValues = (payer: Payer, kind: 'reserve' | 'release' | 'charge', units: number, actorUserId: string, refId: string, now: Date) =>
+  sql`(${newId()}, ${payer.accountId}, ${ledgerUser(payer)}::text, ${ledgerInstitution(payer)}::text, ${unitsToDecimal(units)}::numeric, ${kind}, ${actorUserId}, ${refId}, ${now.toISOString()}::timestamptz)`;
 
 /**
- * Reserves `units` from the payer's balance: ONE atomic statement that subtracts only while the
- * balance covers it (`WHERE credits >= $n`), and its `reserve` ledger row, in one transaction.
- * Returns the balance after, or null when the balance does not cover the amount (nothing changed).
- * Concurrent reservations can never overspend: each statement re-checks the row it updates.
+ * Reserves `units` from the payer's balance in ONE atomic statement: the UPDATE subtracts only while
+ * the balance covers it (`WHERE credits >= $n`), and the `reserve` ledger row is inserted by the same
+ * statement from the UPDATE's result (a data-modifying CTE), so there is no row without the movement
+ * and no movement without the row. Returns the balance after, or null when the balance does not cover
+ * the amount (nothing changed). Concurrent reservations cannot overspend: each UPDATE re-checks the
+ * row it changes under its row lock.
  */
-export async function reserveCredits(db: Db, payer: Payer, units: number, actorUserId: string, refId: string, now: Date): Promise<number | null> {
+export async function reserveCredits(db: DbOrTx, payer: Payer, units: number, actorUserId: string, refId: string, now: Date): Promise<number | null> {
   if (units <= 0) return balanceOf(db, payer);
   const amount = unitsToDecimal(units);
-  return db.transaction(async (tx) => {
-    const rows = await rowsOf<{ credits: string }>(
-      tx,
-      sql`update ${balanceTable(payer)} set credits = credits - ${amount}::numeric
+  const rows = await rowsOf<{ credits: string }>(
+    db,
+    sql`with moved as (
+          update ${balanceTable(payer)} set credits = credits - ${amount}::numeric
            where id = ${payerId(payer)} and credits >= ${amount}::numeric
-       returning credits`,
-    );
-    if (rows.length === 0) return null;
-    await ledger(tx, payer, 'reserve', -units, actorUserId, refId, now);
-    return Number(rows[0]!.credits);
-  });
+       returning credits
+        ), logged as (
+          insert into credit_ledger (id, account_id, user_id, institution_id, delta, kind, actor_user_id, ref_id, created_at)
+          select v.* from (values ${ledgerValues(payer, 'reserve', -units, actorUserId, refId, now)}) v, moved
+        )
+        select credits from moved`,
+  );
+  return rows.length === 0 ? null : Number(rows[0]!.credits);
 }
 
 export interface Settlement {
@@ -54,45 +49,56 @@ export interface Settlement {
 }
 
 /**
- * Ends a reservation: the whole reservation is released (`release`, +reserved) and the actual cost
- * charged (`charge`, −charged), as ONE atomic balance change (+reserved −charged) with both ledger
- * rows in one transaction, so the ledger of a request always reads reserve −max, release +max,
- * charge −actual. The charge is capped at the reservation (the reservation carries a margin, so this
- * only matters if a provider reports far more input than we counted): credits never go below zero.
- * credits_used grows by the charge on the payer and, when the institution pays, on the asking user.
+ * Ends a reservation in ONE atomic statement: the whole reservation is released (`release`,
+ * +reserved) and the actual cost charged (`charge`, −charged) as one balance change (+reserved
+ * −charged) with both ledger rows, so the ledger of a request always reads reserve −max, release +max,
+ * charge −actual. The charge is capped at the reservation (the reservation carries a margin; the cap
+ * only matters if a provider reports far more input than we counted): a balance never goes below
+ * zero. credits_used grows by the charge on the payer and, when the institution pays, on the asking
+ * user. Pass a transaction to write the history record in the same commit.
  */
-export async function settleCredits(db: Db, payer: Payer, reservedUnits: number, chargedUnits: number, userId: string, refId: string, now: Date): Promise<Settlement> {
+export async function settleCredits(db: DbOrTx, payer: Payer, reservedUnits: number, chargedUnits: number, userId: string, refId: string, now: Date): Promise<Settlement> {
   const charged = Math.max(0, Math.min(chargedUnits, reservedUnits));
   const back = unitsToDecimal(reservedUnits - charged);
   const spent = unitsToDecimal(charged);
-  return db.transaction(async (tx) => {
-    const rows = await rowsOf<{ credits: string; credits_used: string }>(
-      tx,
-      sql`update ${balanceTable(payer)} set credits = credits + ${back}::numeric, credits_used = credits_used + ${spent}::numeric
+  const rowsToLog = [
+    ...(reservedUnits > 0 ? [ledgerValues(payer, 'release', reservedUnits, userId, refId, now)] : []),
+    ...(charged > 0 ? [ledgerValues(payer, 'charge', -charged, userId, refId, now)] : []),
+  ];
+  const log = rowsToLog.length
+    ? sql`, logged as (
+          insert into credit_ledger (id, account_id, user_id, institution_id, delta, kind, actor_user_id, ref_id, created_at)
+          select v.* from (values ${sql.join(rowsToLog, sql`, `)}) v, moved
+        )`
+    : sql``;
+  // The asking user's own consumption total, when the institution pays (when the user pays, `moved` is that row).
+  const used =
+    payer.kind === 'institution'
+      ? sql`, used as (update users set credits_used = credits_used + ${spent}::numeric where id = ${userId} returning credits_used)`
+      : sql``;
+  const rows = await rowsOf<{ credits: string; credits_used: string; user_used: string | null }>(
+    db,
+    sql`with moved as (
+          update ${balanceTable(payer)} set credits = credits + ${back}::numeric, credits_used = credits_used + ${spent}::numeric
            where id = ${payerId(payer)}
-       returning credits, credits_used`,
-    );
-    if (reservedUnits > 0) await ledger(tx, payer, 'release', reservedUnits, userId, refId, now);
-    if (charged > 0) await ledger(tx, payer, 'charge', -charged, userId, refId, now);
-    let userCreditsUsed = payer.kind === 'user' ? Number(rows[0]?.credits_used ?? 0) : 0;
-    if (payer.kind === 'institution') {
-      const used = await rowsOf<{ credits_used: string }>(
-        tx,
-        sql`update users set credits_used = credits_used + ${spent}::numeric where id = ${userId} returning credits_used`,
-      );
-      userCreditsUsed = Number(used[0]?.credits_used ?? 0);
-    }
-    return { balance: Number(rows[0]?.credits ?? 0), userCreditsUsed };
-  });
+       returning credits, credits_used
+        )${log}${used}
+        select moved.credits, moved.credits_used, ${payer.kind === 'institution' ? sql`(select credits_used from used)` : sql`null`} as user_used from moved`,
+  );
+  const row = rows[0];
+  return {
+    balance: Number(row?.credits ?? 0),
+    userCreditsUsed: Number((payer.kind === 'institution' ? row?.user_used : row?.credits_used) ?? 0),
+  };
 }
 
 /** Gives the whole reservation back (`release`, +reserved): nothing is charged. */
-export async function releaseCredits(db: Db, payer: Payer, reservedUnits: number, userId: string, refId: string, now: Date): Promise<number> {
+export async function releaseCredits(db: DbOrTx, payer: Payer, reservedUnits: number, userId: string, refId: string, now: Date): Promise<number> {
   return (await settleCredits(db, payer, reservedUnits, 0, userId, refId, now)).balance;
 }
 
-/** Grows an open reservation by `units` (another model call of the same request), atomically guarded. */
-export async function extendReservation(db: Db, payer: Payer, units: number, actorUserId: string, refId: string, now: Date): Promise<boolean> {
+/** Grows an open reservation by `units` (another model call of the same request), with the same guard. */
+export async function extendReservation(db: DbOrTx, payer: Payer, units: number, actorUserId: string, refId: string, now: Date): Promise<boolean> {
   return (await reserveCredits(db, payer, units, actorUserId, refId, now)) !== null;
 }
 

@@ -168,19 +168,22 @@ export class QandaService {
     if (balance === null) throw insufficientCredits(`Not enough credits for this request (it may cost up to ${toCredits(reserved)} credits)`);
 
     const fail = async (err: AppError, usage = 0, streamed = false) => {
-      await settleCredits(ctx.db, payer, reserved, 0, auth.userId, historyId, now());
-      await historiesRepo.insertHistory(ctx.db, {
-        ...record,
-        outputs: [],
-        success: false,
-        usage,
-        credits: 0,
-        errorCode: err.code,
-        errorMessage: err.message,
-        streamed,
-        queryDurationMs: Math.round(performance.now() - started),
-        createdAt: now(),
-        updatedAt: now(),
+      // The release and the failed record commit together.
+      await ctx.db.transaction(async (tx) => {
+        await settleCredits(tx, payer, reserved, 0, auth.userId, historyId, now());
+        await historiesRepo.insertHistory(tx, {
+          ...record,
+          outputs: [],
+          success: false,
+          usage,
+          credits: 0,
+          errorCode: err.code,
+          errorMessage: err.message,
+          streamed,
+          queryDurationMs: Math.round(performance.now() - started),
+          createdAt: now(),
+          updatedAt: now(),
+        });
       });
       return err;
     };
@@ -258,24 +261,25 @@ export class QandaService {
         const more = maxCostUnits(countInputTokens(messages, prompt.context) + toolTokens, maxTokens, price);
         if (!(await extendReservation(ctx.db, payer, more, auth.userId, historyId, now()))) {
           // What was consumed so far is paid; the request ends as the reservation could not grow.
-          const settled = await settleCredits(ctx.db, payer, reserved, chargedUnits, auth.userId, historyId, now());
-          await historiesRepo.insertHistory(ctx.db, {
-            ...record,
-            outputs: text ? [text] : [],
-            toolCalls: toolRecords,
-            success: false,
-            usage: usage.totalTokens,
-            credits: toCredits(Math.min(chargedUnits, reserved)),
-            errorCode: 'INSUFFICIENT_CREDITS',
-            errorMessage: 'Not enough credits for the next model call',
-            conversationModel: reportedModel,
-            streamed: Boolean(sink),
-            queryDurationMs: Math.round(performance.now() - started),
-            createdAt: now(),
-            updatedAt: now(),
+          await ctx.db.transaction(async (tx) => {
+            await settleCredits(tx, payer, reserved, chargedUnits, auth.userId, historyId, now());
+            await historiesRepo.insertHistory(tx, {
+              ...record,
+              outputs: text ? [text] : [],
+              toolCalls: toolRecords,
+              success: false,
+              usage: usage.totalTokens,
+              credits: toCredits(Math.min(chargedUnits, reserved)),
+              errorCode: 'INSUFFICIENT_CREDITS',
+              errorMessage: 'Not enough credits for the next model call',
+              conversationModel: reportedModel,
+              streamed: Boolean(sink),
+              queryDurationMs: Math.round(performance.now() - started),
+              createdAt: now(),
+              updatedAt: now(),
+            });
           });
           emit('', true, { error: 'Not enough credits', usage: usage.totalTokens, credits: toCredits(Math.min(chargedUnits, reserved)) });
-          void settled;
           throw insufficientCredits('Not enough credits for the next model call of this answer (tool round)');
         }
         reserved += more;
@@ -284,23 +288,26 @@ export class QandaService {
 
     // ── payment: the actual cost; the rest of the reservation released ──
     const charged = Math.min(chargedUnits, reserved);
-    const settled = await settleCredits(ctx.db, payer, reserved, charged, auth.userId, historyId, now());
     const credits = toCredits(charged);
     const duration = Math.round(performance.now() - started);
-    // ── history ──
-    await historiesRepo.insertHistory(ctx.db, {
-      ...record,
-      outputs: [text],
-      toolCalls: toolRecords,
-      success: true,
-      usage: usage.totalTokens,
-      credits,
-      conversationModel: reportedModel,
-      streamed: Boolean(sink),
-      streamingFailed,
-      queryDurationMs: duration,
-      createdAt: now(),
-      updatedAt: now(),
+    // ── payment and history: one commit, so the ledger and the saved records always agree ──
+    const settled = await ctx.db.transaction(async (tx) => {
+      const result = await settleCredits(tx, payer, reserved, charged, auth.userId, historyId, now());
+      await historiesRepo.insertHistory(tx, {
+        ...record,
+        outputs: [text],
+        toolCalls: toolRecords,
+        success: true,
+        usage: usage.totalTokens,
+        credits,
+        conversationModel: reportedModel,
+        streamed: Boolean(sink),
+        streamingFailed,
+        queryDurationMs: duration,
+        createdAt: now(),
+        updatedAt: now(),
+      });
+      return result;
     });
     emit('', true, { usage: usage.totalTokens, credits });
 
