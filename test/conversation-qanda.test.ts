@@ -354,6 +354,61 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(stub.requestsTo('/v1/chat/completions').length, calls);
   });
 
+  test("an assistant's ragCollections restrict retrieval; disableAssistantsForUser and assistantsDisabled refuse its use", async () => {
+    const coll = await t.app.inject({ method: 'POST', url: '/api/user/collection', headers: bearer(tok.userA1!), payload: { name: 'Optics only', scope: 'instance' } });
+    assert.equal(coll.statusCode, 201, coll.body);
+    const collectionId = coll.json().data._id;
+    const inside = await uploadOk(t.app, tok.userA1!, { name: 'lenses.txt', content: 'Converging lenses focus parallel light rays at the focal point of the lens.\n', type: 'text/plain' }, { scope: 'instance', collection: collectionId });
+    const outside = await uploadOk(t.app, tok.userA1!, { name: 'mirrors.txt', content: 'Concave mirrors also focus parallel light rays at a focal point.\n', type: 'text/plain' }, { scope: 'instance' });
+    for (const f of [inside, outside]) assert.equal((await waitForIngestion(t.app, tok.userA1!, f._id)).status, 'active');
+    const created = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.userA1!), payload: { name: 'Optics', ragCollections: [collectionId] } });
+    assert.equal(created.statusCode, 201, created.body);
+    const assistantId = created.json().data._id;
+    stub.setChatHandler(null);
+    assert.equal((await ask(tok.userA1!, { inputs: ['How do parallel light rays focus?'], requestArgs: { assistantId } })).statusCode, 200);
+    let system: string = stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages[0].content;
+    assert.match(system, /lenses\.txt/);
+    assert.doesNotMatch(system, /mirrors\.txt/);
+    assert.match(system, /Assistant "Optics" instructions/);
+    await ask(tok.userA1!, { inputs: ['How do parallel light rays focus?'] });
+    system = stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages[0].content;
+    assert.match(system, /mirrors\.txt/, 'without the assistant the whole vault is searched');
+
+    await t.database.db.execute(sql`update institutions set disable_assistants_for_user = true where id = ${w.a1.id}`);
+    try {
+      const refused = await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { assistantId } });
+      assert.equal(refused.statusCode, 403, refused.body);
+      assert.equal((await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.userA1!), payload: { name: 'Nope' } })).statusCode, 403);
+    } finally {
+      await t.database.db.execute(sql`update institutions set disable_assistants_for_user = false where id = ${w.a1.id}`);
+    }
+    await t.database.db.execute(sql`update institutions set assistants_disabled = ${`{${assistantId}}`}::text[] where id = ${w.a1.id}`);
+    try {
+      assert.equal((await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { assistantId } })).statusCode, 403);
+    } finally {
+      await t.database.db.execute(sql`update institutions set assistants_disabled = '{}' where id = ${w.a1.id}`);
+    }
+    assert.equal((await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { assistantId } })).statusCode, 200);
+  });
+
+  test("the institution's conversation model is asked for, priced and recorded; o-series models get max_completion_tokens", async () => {
+    await t.database.db.execute(sql`update institutions set conversation_model = 'o3-mini' where id = ${w.a1.id}`);
+    try {
+      stub.setChatHandler(() => ({ content: 'reasoned', usage: { prompt_tokens: 100, completion_tokens: 100 } }));
+      const res = await ask(tok.userA1!, { inputs: ['which model?'] });
+      assert.equal(res.statusCode, 200, res.body);
+      const sent = stub.requestsTo('/v1/chat/completions').at(-1)!.body;
+      assert.equal(sent.model, 'o3-mini');
+      assert.equal(sent.max_completion_tokens, 200);
+      assert.equal(sent.max_tokens, undefined);
+      assert.equal(res.json().model, 'o3-mini');
+      assert.equal(res.json().credits, 0.3, 'o3-mini is not in MODEL_PRICES: the "*" price (1 / 2 per 1k)');
+      assert.equal((await historyRow(res.json().historyId))!.conversation_model, 'o3-mini');
+    } finally {
+      await t.database.db.execute(sql`update institutions set conversation_model = null where id = ${w.a1.id}`);
+    }
+  });
+
   test('selectedCourse threads the history of the same course and assistant; forgotten turns are skipped', async () => {
     stub.setChatHandler(({ lastUserMessage }) => `reply to ${lastUserMessage}`);
     const course = { course_id: 77, course_name: 'Thermo', assistant: {} };
