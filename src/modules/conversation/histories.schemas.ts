@@ -5,9 +5,9 @@ import { ListingPageFields } from './assistants.schemas.js';
 export const HistoriesBody = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'Maximum number of records (default 100)' })),
   institution: Type.Optional(Nullable(Id('Institution id; default the current one. null: the personal space'))),
-  course_id: Type.Optional(Type.Number({ minimum: 0, description: '0 matches records with course_id 0 or none' })),
-  before: Type.Optional(Type.Number({ minimum: 0, description: 'Epoch ms: records created before' })),
-  after: Type.Optional(Type.Number({ minimum: 0, description: 'Epoch ms: records created after' })),
+  course_id: Type.Optional(Type.Integer({ minimum: 0, maximum: 9_007_199_254_740_991, description: '0 matches records with course_id 0 or none' })),
+  before: Type.Optional(Type.Number({ minimum: 0, maximum: 8_640_000_000_000_000, description: 'Epoch ms: records created before' })),
+  after: Type.Optional(Type.Number({ minimum: 0, maximum: 8_640_000_000_000_000, description: 'Epoch ms: records created after' })),
   historyId: Type.Optional(Id('One specific record')),
   search: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Case-insensitive regular expression (POSIX/Postgres syntax, no back-references) over input, inputs, output, outputs' })),
   tools: Type.Optional(Type.Boolean({ description: 'true: full tool responses; otherwise responses over 80 characters are cut' })),

@@ -18,7 +18,7 @@ export const QandaBody = Type.Object({
       assistantId: Type.Optional(Type.String({ pattern: UUID_PATTERN, description: 'An assistant visible to the caller' })),
       selectedCourse: Type.Optional(
         Type.Object({
-          course_id: Type.Optional(Type.Number({ minimum: 0, maximum: 9_007_199_254_740_991 })),
+          course_id: Type.Optional(Type.Integer({ minimum: 0, maximum: 9_007_199_254_740_991 })),
           course_name: Type.Optional(Type.String({ maxLength: 500 })),
           assistant: Type.Optional(Type.Object({ _id: Type.Optional(Type.String({ maxLength: 64 })) })),
         }),
