@@ -1,8 +1,9 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.js';
-import { sessions, users } from '../../db/schema.js';
+import { accounts, sessions, users } from '../../db/schema.js';
 import { unauthenticated } from '../../shared/errors.js';
 import type { GlobalRole, InstitutionRole, Principal } from '../tenancy/permissions.js';
+import { loginRefusal } from './identity.policy.js';
 import type { TokenService } from './tokens.js';
 
 /** Who is calling: established once per request from the access token and the database. */
@@ -18,7 +19,10 @@ export interface AuthContext extends Principal {
 /** Activity is written at most once a minute per session, not on every request. */
 const ACTIVITY_WRITE_INTERVAL_MS = 60_000;
 
-/** Memberships as "institutionId role accountId" strings: cheaper to build in SQL than JSON. */
+/**
+ * Memberships as "institutionId role accountId active" strings (active: 1 when the institution and its
+ * account are active, else 0): cheaper to build in SQL than JSON.
+ */
 type MembershipList = string[];
 
 /**
@@ -39,33 +43,42 @@ function buildAuthQuery(db: Db) {
       revokedAt: sessions.revokedAt,
       expiresAt: sessions.expiresAt,
       lastActivityAt: sessions.lastActivityAt,
-      memberships: sql<MembershipList>`array(select m.institution_id || ' ' || m.role || ' ' || i.account_id
-                       from memberships m join institutions i on i.id = m.institution_id
+      accountStatus: accounts.status,
+      memberships: sql<MembershipList>`array(select m.institution_id || ' ' || m.role || ' ' || i.account_id || ' ' ||
+                              case when i.status = 'active' and ia.status = 'active' then '1' else '0' end
+                       from memberships m join institutions i on i.id = m.institution_id join accounts ia on ia.id = i.account_id
                       where m.user_id = ${users.id})`,
     })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
+    .innerJoin(accounts, eq(accounts.id, users.accountId))
     .where(and(eq(sessions.id, sql.placeholder('sessionId')), eq(sessions.userId, sql.placeholder('userId'))))
     .limit(1)
     .prepare('resolve_auth');
 }
 
 /**
- * One query per request: the session, the whole user row and the memberships. Routes that need the
- * caller's own record (GET /api/user/me) use `auth.user` instead of reading it again.
+ * One query per request: the session, the whole user row, its account's status and the memberships.
+ * Routes that need the caller's own record (GET /api/user/me) use `auth.user` instead of reading it
+ * again. A user the identity policy would not let log in (disabled, inactive account, only inactive
+ * institutions) is refused here too, and memberships of inactive institutions do not count.
  */
 export async function resolveAuth(db: Db, tokens: TokenService, token: string, now: Date): Promise<AuthContext> {
   const claims = await tokens.verifyAccess(token, now);
   const [row] = await authQuery(db).execute({ sessionId: claims.sessionId, userId: claims.userId });
   if (!row || row.revokedAt) throw unauthenticated('Session has ended');
   if (row.expiresAt.getTime() <= now.getTime()) throw unauthenticated('Session has expired');
-  if (row.user.status !== 'active') throw unauthenticated('User is disabled');
 
   const memberships = new Map<string, { role: InstitutionRole; accountId: string }>();
+  const enrolments: Array<{ status: string; accountStatus: string }> = [];
   for (const entry of row.memberships) {
-    const [institutionId, role, accountId] = entry.split(' ');
-    if (institutionId && role && accountId) memberships.set(institutionId, { role: role as InstitutionRole, accountId });
+    const [institutionId, role, accountId, active] = entry.split(' ');
+    const state = active === '1' ? 'active' : 'inactive';
+    enrolments.push({ status: state, accountStatus: state });
+    if (institutionId && role && accountId && active === '1') memberships.set(institutionId, { role: role as InstitutionRole, accountId });
   }
+  const refusal = loginRefusal(row.user, row.accountStatus, enrolments);
+  if (refusal) throw unauthenticated(refusal);
 
   if (now.getTime() - row.lastActivityAt.getTime() > ACTIVITY_WRITE_INTERVAL_MS) {
     await db.update(sessions).set({ lastActivityAt: now }).where(eq(sessions.id, claims.sessionId));
