@@ -64,7 +64,8 @@ const t = await startTestApp({
   env: { LOG_LEVEL: 'silent', QANDA_RATE_LIMIT_PER_MINUTE: '1000000', LOGIN_RATE_LIMIT_PER_EMAIL: '100000', LOGIN_RATE_LIMIT_PER_IP: '100000', LLM_PROVIDER: 'openai-compatible', LLM_BASE_URL: stub.baseUrl, LLM_MODEL: 'stub-chat' },
   build: { providers: { chatModel: timed } },
 });
-await t.app.listen({ port: 0, host: '127.0.0.1' });
+// 1,000 simultaneous connections overflow the default accept backlog (511): raise it.
+await t.app.listen({ port: 0, host: '127.0.0.1', backlog: 4096 });
 const base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
 const account = await makeAccount(t.database);
 const inst = await makeInstitution(t.database, account.id, { maxCompletionTokens: 256 });
@@ -115,7 +116,9 @@ async function overhead(ragIgnore: boolean): Promise<{ overhead: number[]; e2e: 
 }
 
 const noRetrieval = await overhead(true);
+console.log(`pipeline overhead, no retrieval (ragIgnore):   ${fmt(noRetrieval.overhead)}; end-to-end ${fmt(noRetrieval.e2e)}; upstream ${fmt(noRetrieval.upstream)}`);
 const withRetrieval = await overhead(false);
+console.log(`pipeline overhead, with retrieval (lexical):    ${fmt(withRetrieval.overhead)}; end-to-end ${fmt(withRetrieval.e2e)}`);
 
 // First token → first RECEIVE_STREAM, sequential streamed requests. The client socket lives in a worker
 // thread (its own event loop, as a separate client would have): the server's work on the main loop
@@ -156,6 +159,7 @@ for (let i = 0; i < sequential + 20; i++) {
   if (i >= 20 && upstreamFirst !== undefined && arrived !== undefined) firstTokenLatency.push(arrived - (performance.timeOrigin + upstreamFirst));
 }
 worker.postMessage('stop');
+console.log(`upstream first token -> first RECEIVE_STREAM:   ${fmt(firstTokenLatency)}`);
 
 // N concurrent streamed answers: one socket per user, requests spread over them, told apart by id.
 const userSockets = await Promise.all(tokens.map((tk) => open(tk)));
@@ -190,9 +194,6 @@ results.forEach((r, i) => {
 const chunksTotal = [...received.values()].reduce((n, l) => n + l.length, 0);
 
 console.log(`machine: ${(await import('node:os')).cpus().length} cores, loaded (shared by other engineers); vault ${chunkCount} chunks`);
-console.log(`pipeline overhead, no retrieval (ragIgnore):   ${fmt(noRetrieval.overhead)}; end-to-end ${fmt(noRetrieval.e2e)}; upstream ${fmt(noRetrieval.upstream)}`);
-console.log(`pipeline overhead, with retrieval (lexical):    ${fmt(withRetrieval.overhead)}; end-to-end ${fmt(withRetrieval.e2e)}`);
-console.log(`upstream first token -> first RECEIVE_STREAM:   ${fmt(firstTokenLatency)}`);
 console.log(`${concurrent} concurrent streamed answers in ${(wall / 1000).toFixed(1)} s: ${chunksTotal} events; lost ${lost}, reordered ${reordered}, not matching outputs ${mismatched}, streamingFailed ${failedStreams}`);
 
 for (const s of sockets) s.disconnect();
