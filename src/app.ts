@@ -30,6 +30,8 @@ import { ssoRoutes } from './modules/sso/sso.routes.js';
 import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
 import { LocalInvalidationBus } from './platform/invalidation.js';
 import { searchRoutes } from './modules/search/search.routes.js';
+import { conversationRoutes } from './modules/conversation/conversation.routes.js';
+import { RealtimeGateway } from './modules/realtime/gateway.js';
 import { createEmbedder } from './providers/embeddings/index.js';
 import { createChatModel } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
@@ -203,6 +205,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
         { name: 'cloud', description: 'Third-party cloud-services tokens of an institution' },
         { name: 'sso', description: 'SSO identity providers and their connectivity test' },
         { name: 'search', description: 'Content search: dense, BM25 and knowledge-graph retrieval with fusion' },
+        { name: 'conversation', description: 'Q&A (streamed over Socket.IO RECEIVE_STREAM), assistants and history records' },
         { name: 'dev', description: 'Development helpers (not in production)' },
         { name: 'ops', description: 'Health and readiness' },
       ],
@@ -224,6 +227,9 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await ssoRoutes(app, ctx);
   await adminSessionsRoutes(app, ctx);
   await searchRoutes(app, ctx);
+  const realtime = new RealtimeGateway(app, ctx);
+  app.decorate('realtime', realtime);
+  await conversationRoutes(app, ctx, realtime);
 
   await ensureBootstrapAdmin(ctx);
 
@@ -268,5 +274,6 @@ function lazyProviders(config: AppConfig, database: Database, app: App, given: P
 declare module 'fastify' {
   interface FastifyInstance {
     ctx: AppContext;
+    realtime: RealtimeGateway;
   }
 }

@@ -12,7 +12,7 @@ Commands:
   serve                                   start the HTTP server (what \`npm start\` runs)
   migrate                                 apply database migrations and exit
   create-admin --email E --password P     create a superadmin (or promote that user and reset the password)
-  seed-demo                               create a demo account, two institutions, admins, users; prints the logins
+  seed-demo                               create a demo account, two institutions, admins, users, assistants and course files; prints the logins
   reembed                                 re-embed every chunk with the configured embedder (after changing it)
   regraph                                 rebuild the knowledge graph and search statistics of every indexed file
 
@@ -58,11 +58,14 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
       return 0;
     }
     case 'seed-demo': {
-      const demo = await withDatabase(config, (db) => seedDemo(db.db));
+      const { createBlobStorage } = await import('./providers/storage/index.js');
+      const demo = await withDatabase(config, (db) => seedDemo(db.db, createBlobStorage(config)));
       out(`demo account "${demo.account.name}" (${demo.account.id})`);
       for (const inst of demo.institutions) {
         out(`  institution "${inst.name}" (${inst.id}) publicId ${inst.publicId} ltiContextId ${inst.ltiContextId}`);
       }
+      for (const a of demo.assistants) out(`  assistant "${a.name}" (${a.id}) in ${a.institution}`);
+      out(`  ${demo.files.length} course files queued for ingestion (indexed by the server's workers once it starts)`);
       out('logins (e-mail / password):');
       for (const login of demo.logins) out(`  ${login.role.padEnd(13)} ${login.email} / ${login.password}`);
       return 0;

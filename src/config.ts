@@ -62,6 +62,30 @@ export interface AppConfig {
   metricsToken?: string;
   llm: LlmConfig;
   embeddings: EmbeddingsConfig;
+  /** Credits per 1,000 input/output tokens per model ("*": any other model), optional discount in percent. */
+  modelPrices: Record<string, ModelPrice>;
+  contentFilter: ContentFilterConfig;
+  /** Q&A requests per user per minute. */
+  qandaRateLimitPerMinute: number;
+}
+
+export interface ModelPrice {
+  input: number;
+  output: number;
+  /** Percent taken off the cost of this model (0..100); recorded on the history record. */
+  discount?: number;
+}
+
+export interface ContentFilterConfig {
+  /** Blocked words or phrases (case-insensitive, whole words). */
+  terms: string[];
+  /** Blocked regular expressions (case-insensitive), from the operator. */
+  patterns: string[];
+  /** A provider moderation call (OpenAI /moderations wire format) when a base URL is set. */
+  moderationBaseUrl?: string;
+  moderationApiKey?: string;
+  moderationModel: string;
+  moderationTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -159,6 +183,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     model: str('LLM_MODEL'),
     timeoutMs: int('LLM_TIMEOUT_MS', 60_000, 100, 600_000),
     maxRetries: int('LLM_MAX_RETRIES', 2, 0, 10),
+    maxTokensField: oneOf('LLM_MAX_TOKENS_FIELD', ['auto', 'max_tokens', 'max_completion_tokens'] as const, 'auto'),
   };
   if (llm.provider === 'openai-compatible' && !llm.baseUrl) problems.push('LLM_BASE_URL is required when LLM_PROVIDER=openai-compatible');
   if (llm.provider === 'openai-compatible' && !llm.model) problems.push('LLM_MODEL is required when LLM_PROVIDER=openai-compatible');
@@ -179,6 +204,53 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     if (!embeddings.baseUrl) problems.push('EMBEDDINGS_BASE_URL is required when EMBEDDINGS_PROVIDER=openai-compatible');
     if (!embeddings.model) problems.push('EMBEDDINGS_MODEL is required when EMBEDDINGS_PROVIDER=openai-compatible');
   }
+
+  const modelPrices: Record<string, ModelPrice> = { '*': { input: 1, output: 2 } };
+  const pricesRaw = str('MODEL_PRICES');
+  if (pricesRaw) {
+    try {
+      const parsed = JSON.parse(pricesRaw) as unknown;
+      if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
+      for (const [model, price] of Object.entries(parsed as Record<string, unknown>)) {
+        const p = price as Record<string, unknown> | null;
+        const okNumber = (v: unknown, max: number) => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= max;
+        if (!p || typeof p !== 'object' || !okNumber(p.input, 1e6) || !okNumber(p.output, 1e6) || (p.discount !== undefined && !okNumber(p.discount, 100))) {
+          throw new Error(`entry "${model}" must be {"input": n, "output": n, "discount"?: 0..100} with non-negative numbers`);
+        }
+        modelPrices[model] = { input: p.input as number, output: p.output as number, ...(p.discount !== undefined ? { discount: p.discount as number } : {}) };
+      }
+    } catch (err) {
+      problems.push(`MODEL_PRICES must be a JSON object {"<model>": {"input": n, "output": n}} (${(err as Error).message})`);
+    }
+  }
+  const listOf = (name: string): string[] => {
+    const raw = str(name);
+    if (raw === undefined) return [];
+    try {
+      const parsed = JSON.parse(raw) as unknown;
+      if (!Array.isArray(parsed) || parsed.some((x) => typeof x !== 'string' || x.trim() === '')) throw new Error('not an array of non-empty strings');
+      return parsed as string[];
+    } catch (err) {
+      problems.push(`${name} must be a JSON array of strings (${(err as Error).message})`);
+      return [];
+    }
+  };
+  const filterPatterns = listOf('CONTENT_FILTER_PATTERNS');
+  for (const p of filterPatterns) {
+    try {
+      new RegExp(p, 'iu');
+    } catch (err) {
+      problems.push(`CONTENT_FILTER_PATTERNS has an invalid regular expression ${JSON.stringify(p)} (${(err as Error).message})`);
+    }
+  }
+  const contentFilter: ContentFilterConfig = {
+    terms: listOf('CONTENT_FILTER_TERMS'),
+    patterns: filterPatterns,
+    moderationBaseUrl: url('MODERATION_BASE_URL'),
+    moderationApiKey: str('MODERATION_API_KEY'),
+    moderationModel: str('MODERATION_MODEL') ?? 'omni-moderation-latest',
+    moderationTimeoutMs: int('MODERATION_TIMEOUT_MS', 10_000, 100, 120_000),
+  };
 
   const smtpUrl = url('SMTP_URL');
   const bootstrapAdminEmail = str('BOOTSTRAP_ADMIN_EMAIL');
@@ -265,6 +337,9 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     metricsToken,
     llm,
     embeddings,
+    modelPrices,
+    contentFilter,
+    qandaRateLimitPerMinute: int('QANDA_RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
     ...overrides,
   };
 

@@ -54,6 +54,30 @@ describe('CLI', () => {
       const res = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: user.email, password: user.password } });
       // History does not pool credits: its members received the institution's creditAward
       assert.equal(res.json().user.credits, 500);
+
+      // The seeded course files are ingested by the app's workers; the seeded assistant answers from them.
+      assert.match(seeded.output, /assistant "Newton tutor"/);
+      const physics = logins.find((l) => l.role === 'user (physics)')!;
+      const token = (await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: physics.email, password: physics.password } })).json().accessToken;
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const files = (await app.inject({ method: 'GET', url: '/api/user/files', headers: { 'x-access-token': token } })).json().data;
+        if (files.length === 2 && files.every((f: any) => f.status === 'active')) break;
+        assert.ok(Date.now() < deadline, `demo files not ingested: ${JSON.stringify(files.map((f: any) => f.status))}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const assistants = (await app.inject({ method: 'GET', url: '/api/user/assistants', headers: { 'x-access-token': token } })).json().data;
+      assert.deepEqual(assistants.map((a: any) => a.name), ['Newton tutor']);
+      const answer = await app.inject({
+        method: 'POST',
+        url: '/api/ai/personal/qanda',
+        headers: { 'x-access-token': token },
+        payload: { id: 1, inputs: ["What does Newton's second law say about force?"], requestArgs: { assistantId: assistants[0]._id } },
+      });
+      assert.equal(answer.statusCode, 200, answer.body);
+      assert.match(answer.json().outputs[0], /F = m a/);
+      assert.match(answer.json().outputs[0], /Newton's laws of motion/);
+      assert.ok(answer.json().credits > 0);
     } finally {
       await app.close();
     }

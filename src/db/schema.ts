@@ -543,3 +543,117 @@ export const ssoProviders = pgTable(
   },
   (t) => [index('sso_providers_account_idx').on(t.accountId)],
 );
+
+// ───────────────────────────── conversation (assistants, history records) ─────────────────────────────
+
+/**
+ * An assistant: instructions and retrieval scope for Q&A. It belongs to an account and, unless
+ * personal, to one institution. `ownerUserId` null marks a system assistant (no owner: created by
+ * an admin or seed-demo). Visibility: see conversation/assistants.policy.ts.
+ */
+export const assistants = pgTable(
+  'assistants',
+  {
+    id: id(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'cascade' }),
+    ownerUserId: text('owner_user_id').references(() => users.id, { onDelete: 'set null' }),
+    name: text('name').notNull(),
+    description: text('description').notNull().default(''),
+    instructions: text('instructions').notNull().default(''),
+    pictureUrl: text('picture_url').notNull().default(''),
+    likedCount: integer('liked_count').notNull().default(0),
+    rememberHistory: integer('remember_history').notNull().default(1),
+    historyCount: integer('history_count').notNull().default(5),
+    adminOnly: boolean('admin_only').notNull().default(false),
+    institutionShared: boolean('institution_shared').notNull().default(false),
+    editableOthers: boolean('editable_others').notNull().default(false),
+    argument1: text('argument_1').notNull().default(''),
+    argument2: text('argument_2').notNull().default(''),
+    argument3: text('argument_3').notNull().default(''),
+    argument4: text('argument_4').notNull().default(''),
+    argument5: text('argument_5').notNull().default(''),
+    ragCollections: strings('rag_collections'),
+    assistantToolMode: text('assistant_tool_mode').notNull().default('none'),
+    assistantTools: jsonb('assistant_tools').$type<Array<{ tool: string; instructionsOverride: string }>>().notNull().default([]),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [
+    index('assistants_institution_idx').on(t.institutionId),
+    index('assistants_account_idx').on(t.accountId),
+    index('assistants_owner_idx').on(t.ownerUserId),
+  ],
+);
+
+/** One like per (assistant, user): the primary key makes a second like a no-op. */
+export const assistantLikes = pgTable(
+  'assistant_likes',
+  {
+    assistantId: text('assistant_id')
+      .notNull()
+      .references(() => assistants.id, { onDelete: 'cascade' }),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    createdAt: created(),
+  },
+  (t) => [primaryKey({ columns: [t.assistantId, t.userId] })],
+);
+
+/**
+ * A conversation turn (the spec's History record), written by the Q&A pipeline whether it
+ * succeeded or not. `institutionId` null: asked in the personal space.
+ */
+export const histories = pgTable(
+  'histories',
+  {
+    id: id(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'cascade' }),
+    assistantId: text('assistant_id').references(() => assistants.id, { onDelete: 'set null' }),
+    courseId: bigint('course_id', { mode: 'number' }),
+    courseName: text('course_name'),
+    /** The client's request id (epoch ms). */
+    requestId: bigint('request_id', { mode: 'number' }),
+    input: text('input').notNull().default(''),
+    inputs: strings('inputs'),
+    outputs: strings('outputs'),
+    /** Tool calls of the turn: [{tool, arguments, response}]. */
+    toolCalls: jsonb('tool_calls').$type<Array<{ tool: string; arguments: unknown; response: string }>>().notNull().default([]),
+    credits: numeric('credits', { precision: 20, scale: 4, mode: 'number' }).notNull().default(0),
+    usage: integer('usage').notNull().default(0),
+    discount: numeric('discount', { precision: 7, scale: 4, mode: 'number' }).notNull().default(0),
+    favorite: boolean('favorite').notNull().default(false),
+    forgotten: boolean('forgotten').notNull().default(false),
+    roleId: text('role_id').notNull().default(''),
+    roleName: text('role_name').notNull().default(''),
+    /** up | down | null */
+    thumbUpDown: text('thumb_up_down'),
+    feedback: text('feedback'),
+    conversationModel: text('conversation_model').notNull().default(''),
+    success: boolean('success').notNull(),
+    errorCode: text('error_code'),
+    errorMessage: text('error_message'),
+    experimental: boolean('experimental').notNull().default(false),
+    promptMode: text('prompt_mode').notNull().default('classic'),
+    streamed: boolean('streamed').notNull().default(false),
+    streamingFailed: boolean('streaming_failed').notNull().default(false),
+    queryDurationMs: integer('query_duration_ms').notNull().default(0),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [
+    index('histories_user_created_idx').on(t.userId, t.createdAt),
+    index('histories_thread_idx').on(t.userId, t.institutionId, t.courseId, t.createdAt),
+    index('histories_institution_created_idx').on(t.institutionId, t.createdAt),
+    index('histories_feedback_idx').on(t.accountId, t.createdAt).where(sql`thumb_up_down is not null or feedback is not null`),
+  ],
+);

@@ -60,7 +60,9 @@ export interface ChatReply {
   model?: string;
   /** Token usage to report; missing fields are estimated. `null` leaves usage out of the answer. */
   usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
-  finishReason?: 'stop' | 'length' | 'content_filter';
+  finishReason?: 'stop' | 'length' | 'content_filter' | 'tool_calls';
+  /** Function calls to answer with (finish_reason tool_calls); streamed as delta.tool_calls pieces. */
+  toolCalls?: Array<{ name: string; arguments: string }>;
 }
 
 export type ChatHandler = (input: ChatHandlerInput) => ChatReply | string | Promise<ChatReply | string>;
@@ -100,6 +102,10 @@ export interface OpenAiStub {
   delayMs(ms: number): void;
   /** Pause between the chunks of streamed answers (0 turns it off), e.g. to test stalled streams. */
   streamChunkDelayMs(ms: number): void;
+  /** The next streamed chat answer drops its connection after `chunks` content chunks (a mid-stream failure). */
+  dropNextStreamAfter(chunks: number): void;
+  /** Answers POST /v1/moderations: flagged when the handler returns true for an input. */
+  setModerationHandler(handler: ((input: string) => boolean) | null): void;
   /** Requests whose path starts with `prefix` (e.g. "/v1/chat/completions"). */
   requestsTo(prefix: string): RecordedRequest[];
   close(): Promise<void>;
@@ -152,6 +158,8 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
   const failures: { status: number; message?: string }[] = [];
   let delay = 0;
   let chunkDelay = 0;
+  let dropAfter: number | null = null;
+  let moderationHandler: ((input: string) => boolean) | null = null;
   const retryAfterMs = options.retryAfterMs === undefined ? 0 : options.retryAfterMs;
   let counter = 0;
   // Pending waits, cut short by close() so that a closed stub never holds the process open.
@@ -195,7 +203,8 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
           })();
     const id = `chatcmpl-stub-${++counter}`;
     const created = Math.floor(Date.now() / 1000);
-    const finish = reply.finishReason ?? 'stop';
+    const toolCalls = (reply.toolCalls ?? []).map((c, i) => ({ id: `call_${counter}_${i}`, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+    const finish = reply.finishReason ?? (toolCalls.length ? 'tool_calls' : 'stop');
 
     if (!stream) {
       sendJson(res, 200, {
@@ -203,7 +212,14 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
         object: 'chat.completion',
         created,
         model,
-        choices: [{ index: 0, message: { role: 'assistant', content: reply.content, refusal: null }, logprobs: null, finish_reason: finish }],
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: reply.content, refusal: null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) },
+            logprobs: null,
+            finish_reason: finish,
+          },
+        ],
         ...(usage ? { usage } : {}),
       });
       return;
@@ -222,9 +238,29 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     const pieces = reply.content.match(/\s*\S+\s*/gu) ?? [];
     const groups: string[] = [];
     for (let i = 0; i < pieces.length; i += 3) groups.push(pieces.slice(i, i + 3).join(''));
+    const drop = dropAfter;
+    dropAfter = null;
     if (!(await write(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }])))) return;
+    let sent = 0;
     for (const g of groups) {
+      if (drop !== null && sent >= drop) {
+        res.socket?.destroy();
+        return;
+      }
       if (!(await write(chunk([{ index: 0, delta: { content: g }, logprobs: null, finish_reason: null }])))) return;
+      sent++;
+    }
+    if (drop !== null) {
+      res.socket?.destroy();
+      return;
+    }
+    for (const [i, c] of toolCalls.entries()) {
+      // As OpenAI streams them: id, type and name first, then the arguments in two fragments.
+      const half = Math.ceil(c.function.arguments.length / 2);
+      const first = { index: i, id: c.id, type: 'function', function: { name: c.function.name, arguments: c.function.arguments.slice(0, half) } };
+      if (!(await write(chunk([{ index: 0, delta: { tool_calls: [first] }, logprobs: null, finish_reason: null }])))) return;
+      const second = { index: i, function: { arguments: c.function.arguments.slice(half) } };
+      if (!(await write(chunk([{ index: 0, delta: { tool_calls: [second] }, logprobs: null, finish_reason: null }])))) return;
     }
     if (!(await write(chunk([{ index: 0, delta: {}, logprobs: null, finish_reason: finish }])))) return;
     if (usage && body.stream_options?.include_usage === true) {
@@ -283,6 +319,14 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     try {
       if (route === 'POST /v1/chat/completions') return await chat(body, res);
       if (route === 'POST /v1/embeddings') return await embeddings(body, res);
+      if (route === 'POST /v1/moderations') {
+        const inputs: string[] = Array.isArray(body?.input) ? body.input.map(String) : [String(body?.input ?? '')];
+        const results = inputs.map((text) => {
+          const flagged = moderationHandler ? moderationHandler(text) : false;
+          return { flagged, categories: { harassment: flagged }, category_scores: { harassment: flagged ? 0.99 : 0.01 } };
+        });
+        return sendJson(res, 200, { id: `modr-${++counter}`, model: body?.model ?? 'omni-moderation-latest', results });
+      }
       if (route === 'GET /v1/models') {
         const created = Math.floor(Date.now() / 1000);
         return sendJson(res, 200, { object: 'list', data: (options.models ?? ['stub-chat', 'stub-embedding']).map((id) => ({ id, object: 'model', created, owned_by: 'stub' })) });
@@ -323,6 +367,12 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     },
     streamChunkDelayMs(ms) {
       chunkDelay = ms;
+    },
+    dropNextStreamAfter(chunks) {
+      dropAfter = chunks;
+    },
+    setModerationHandler(handler) {
+      moderationHandler = handler;
     },
     requestsTo(prefix) {
       return requests.filter((r) => r.path.startsWith(prefix));

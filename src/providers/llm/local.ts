@@ -289,6 +289,9 @@ function splitSentences(text: string): string[] {
 
 interface Candidate { sentence: string; passage: number; order: number; score: number }
 
+/** Said under every composed answer: the local model quotes, it does not generate. */
+export const LOCAL_MODEL_NOTE = '(Answered by the local extractive model: the sentences above are quoted from your documents, not generated.)';
+
 export const NOTHING_FOUND =
   'I could not find anything relevant to your question in your documents, so I cannot answer it from them.';
 
@@ -348,5 +351,5 @@ function compose(chosen: Candidate[], passages: readonly ContextPassage[]): stri
   for (const c of inOrder) if (!numbers.has(c.passage)) numbers.set(c.passage, numbers.size + 1);
   const body = inOrder.map((c) => `${c.sentence} [${numbers.get(c.passage)}]`).join(' ');
   const sources = [...numbers].map(([passage, n]) => `[${n}] ${passages[passage]?.source?.trim() || `passage ${passage + 1}`}`);
-  return `Based on your documents: ${body}\n\nSources:\n${sources.join('\n')}`;
+  return `Based on your documents: ${body}\n\nSources:\n${sources.join('\n')}\n\n${LOCAL_MODEL_NOTE}`;
 }

@@ -1,6 +1,27 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import { countInputTokens, countTextTokens } from './tokens.js';
-import { UpstreamError, type ChatModel, type ChatRequest, type ChatResult, type ChatStreamEvent, type LlmConfig, type TokenUsage } from './types.js';
+import { UpstreamError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResult, type ChatStreamEvent, type LlmConfig, type TokenUsage, type ToolCall } from './types.js';
+
+/** Models that refuse `max_tokens` and want `max_completion_tokens` (OpenAI reasoning and newest families). */
+const WANTS_MAX_COMPLETION_TOKENS = /^(?:openai\/)?(?:o\d|gpt-5|gpt-4\.1)/iu;
+
+/** The completion budget field for a model, by configuration or (auto) by its name. */
+export function maxTokensFieldFor(model: string, configured: LlmConfig['maxTokensField'] = 'auto'): 'max_tokens' | 'max_completion_tokens' {
+  if (configured && configured !== 'auto') return configured;
+  return WANTS_MAX_COMPLETION_TOKENS.test(model) ? 'max_completion_tokens' : 'max_tokens';
+}
+
+function wireMessage(m: ChatMessage): OpenAI.ChatCompletionMessageParam {
+  if (m.role === 'tool') return { role: 'tool', content: m.content, tool_call_id: m.toolCallId ?? '' };
+  if (m.role === 'assistant' && m.toolCalls?.length) {
+    return {
+      role: 'assistant',
+      content: m.content || null,
+      tool_calls: m.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })),
+    };
+  }
+  return { role: m.role, content: m.content } as OpenAI.ChatCompletionMessageParam;
+}
 
 /**
  * Chat model behind any server speaking the OpenAI chat-completions wire format (OpenAI, vLLM,
@@ -18,12 +39,14 @@ export class OpenAiCompatibleChatModel implements ChatModel {
   readonly defaultModel: string;
   private readonly client: OpenAI;
   private readonly timeoutMs: number;
+  private readonly maxTokensField: LlmConfig['maxTokensField'];
 
   constructor(config: LlmConfig) {
     if (!config.baseUrl) throw new Error('The openai-compatible chat model needs a base URL (LLM_BASE_URL)');
     if (!config.model) throw new Error('The openai-compatible chat model needs a model name (LLM_MODEL)');
     this.defaultModel = config.model;
     this.timeoutMs = config.timeoutMs;
+    this.maxTokensField = config.maxTokensField ?? 'auto';
     this.client = new OpenAI({
       baseURL: config.baseUrl,
       apiKey: config.apiKey ?? 'not-needed',
@@ -37,8 +60,12 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     const model = request.model ?? this.defaultModel;
     try {
       const res = await this.client.chat.completions.create({ ...this.params(request, model), stream: false }, { signal: request.signal });
-      const text = res.choices[0]?.message?.content ?? '';
-      return { text, model: res.model || model, usage: usageOf(res.usage, request, text) };
+      const message = res.choices[0]?.message;
+      const text = message?.content ?? '';
+      const toolCalls: ToolCall[] = (message?.tool_calls ?? [])
+        .filter((c) => c.type === 'function')
+        .map((c) => ({ id: c.id, name: (c as { function: { name: string } }).function.name, arguments: (c as { function: { arguments: string } }).function.arguments }));
+      return { text, model: res.model || model, usage: usageOf(res.usage, request, text), ...(toolCalls.length ? { toolCalls } : {}) };
     } catch (err) {
       throw this.mapError(err, request.signal);
     }
@@ -63,6 +90,8 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     let text = '';
     let reportedModel = '';
     let usage: OpenAI.CompletionUsage | undefined;
+    // Tool calls arrive in pieces keyed by index: the id and name first, the arguments in fragments.
+    const calls = new Map<number, ToolCall>();
     try {
       const stream = await this.client.chat.completions.create(
         { ...this.params(request, model), stream: true, stream_options: { include_usage: true } },
@@ -73,6 +102,13 @@ export class OpenAiCompatibleChatModel implements ChatModel {
         arm();
         if (chunk.model) reportedModel = chunk.model;
         if (chunk.usage) usage = chunk.usage;
+        for (const part of chunk.choices[0]?.delta?.tool_calls ?? []) {
+          const call = calls.get(part.index) ?? { id: '', name: '', arguments: '' };
+          if (part.id) call.id = part.id;
+          if (part.function?.name) call.name += part.function.name;
+          if (part.function?.arguments) call.arguments += part.function.arguments;
+          calls.set(part.index, call);
+        }
         const delta = chunk.choices[0]?.delta?.content;
         if (delta) {
           text += delta;
@@ -90,14 +126,18 @@ export class OpenAiCompatibleChatModel implements ChatModel {
       controller.abort(); // releases the connection when the consumer stops early
       request.signal?.removeEventListener('abort', follow);
     }
-    yield { type: 'done', result: { text, model: reportedModel || model, usage: usageOf(usage, request, text) } };
+    const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c).filter((c) => c.name);
+    yield { type: 'done', result: { text, model: reportedModel || model, usage: usageOf(usage, request, text), ...(toolCalls.length ? { toolCalls } : {}) } };
   }
 
   private params(request: ChatRequest, model: string) {
     return {
       model,
-      messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
-      ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
+      messages: request.messages.map(wireMessage),
+      ...(request.maxTokens !== undefined ? { [maxTokensFieldFor(model, this.maxTokensField)]: request.maxTokens } : {}),
+      ...(request.tools?.length
+        ? { tools: request.tools.map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.parameters } })) }
+        : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     };
   }

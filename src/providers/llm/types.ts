@@ -7,11 +7,36 @@ export interface LlmConfig {
   model?: string;
   timeoutMs: number;
   maxRetries: number;
+  /**
+   * Name of the completion budget field: OpenAI's reasoning and newest models (o1, o3, o4, gpt-5, ...)
+   * refuse `max_tokens` and want `max_completion_tokens`; most other servers know only `max_tokens`.
+   * 'auto' picks by model name.
+   */
+  maxTokensField?: 'auto' | 'max_tokens' | 'max_completion_tokens';
 }
 
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
+  role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
+  /** Tool calls the assistant asked for (role assistant). */
+  toolCalls?: ToolCall[];
+  /** The call a tool message answers (role tool). */
+  toolCallId?: string;
+}
+
+/** A function the model may call (OpenAI function calling). */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  /** JSON schema of the arguments. */
+  parameters: Record<string, unknown>;
+}
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The arguments as the model sent them (a JSON text). */
+  arguments: string;
 }
 
 /** A passage of retrieved context the answer may draw on (used by the local extractive answerer). */
@@ -30,6 +55,8 @@ export interface ChatRequest {
   temperature?: number;
   /** Retrieved passages for purpose 'answer'. */
   context?: ContextPassage[];
+  /** Functions the model may call; a result with toolCalls asks the caller to run them and call again. */
+  tools?: ToolDefinition[];
   signal?: AbortSignal;
 }
 
@@ -43,6 +70,8 @@ export interface ChatResult {
   text: string;
   model: string;
   usage: TokenUsage;
+  /** Calls the model asked for instead of (or before) answering. */
+  toolCalls?: ToolCall[];
 }
 
 export type ChatStreamEvent = { type: 'delta'; text: string } | { type: 'done'; result: ChatResult };

@@ -1,0 +1,167 @@
+import { and, eq, sql, type SQL } from 'drizzle-orm';
+import { rowsOf, type DbOrTx } from '../../db/client.js';
+import { histories } from '../../db/schema.js';
+import { containsInsensitive, inList } from '../../db/search.js';
+import type { RowScope } from '../tenancy/tenancy.repository.js';
+
+export type HistoryRow = typeof histories.$inferSelect;
+
+export async function insertHistory(db: DbOrTx, row: typeof histories.$inferInsert): Promise<void> {
+  await db.insert(histories).values(row);
+}
+
+export async function findHistory(db: DbOrTx, id: string): Promise<HistoryRow | undefined> {
+  const [row] = await db.select().from(histories).where(eq(histories.id, id)).limit(1);
+  return row;
+}
+
+export async function updateHistory(db: DbOrTx, id: string, userId: string, patch: Partial<typeof histories.$inferInsert>): Promise<HistoryRow | undefined> {
+  const [row] = await db
+    .update(histories)
+    .set(patch)
+    .where(and(eq(histories.id, id), eq(histories.userId, userId)))
+    .returning();
+  return row;
+}
+
+/**
+ * The previous turns of a thread: successful, not forgotten records of the same user, institution,
+ * course and assistant; the newest `count`, returned oldest first.
+ */
+export async function threadTurns(
+  db: DbOrTx,
+  thread: { userId: string; institutionId: string | null; courseId: number | null; assistantId: string | null },
+  count: number,
+): Promise<Array<{ input: string; output: string }>> {
+  if (count <= 0) return [];
+  const rows = await rowsOf<{ input: string; outputs: string[] }>(
+    db,
+    sql`select input, outputs from histories
+         where user_id = ${thread.userId}
+           and institution_id is not distinct from ${thread.institutionId}
+           and course_id is not distinct from ${thread.courseId}
+           and assistant_id is not distinct from ${thread.assistantId}
+           and success and not forgotten
+         order by created_at desc, id desc limit ${count}`,
+  );
+  return rows.reverse().map((r) => ({ input: r.input, output: (r.outputs ?? []).join('\n') }));
+}
+
+/** A history row with what the listing presents (assistant and institution summaries). */
+export interface HistoryView extends Record<string, unknown> {
+  id: string;
+  user_id: string;
+  institution_id: string | null;
+  assistant_id: string | null;
+  course_id: string | number | null;
+  course_name: string | null;
+  input: string;
+  inputs: string[];
+  outputs: string[];
+  tool_calls: unknown;
+  credits: string | number;
+  usage: number;
+  discount: string | number;
+  favorite: boolean;
+  forgotten: boolean;
+  role_id: string;
+  role_name: string;
+  thumb_up_down: string | null;
+  feedback: string | null;
+  conversation_model: string;
+  success: boolean;
+  error_message: string | null;
+  experimental: boolean;
+  prompt_mode: string;
+  streaming_failed: boolean;
+  query_duration_ms: number;
+  created_at: string | Date;
+  a_name: string | null;
+  a_liked_count: number | null;
+  a_picture_url: string | null;
+  i_name: string | null;
+  i_ainame: string | null;
+  i_picture: string | null;
+}
+
+const VIEW = sql`select h.*, a.name as a_name, a.liked_count as a_liked_count, a.picture_url as a_picture_url,
+                        i.name as i_name, i.ainame as i_ainame, i.picture as i_picture
+                   from histories h left join assistants a on a.id = h.assistant_id left join institutions i on i.id = h.institution_id`;
+
+export interface HistoryQuery {
+  userId: string;
+  /** undefined: every institution given in `institutionIds` plus the personal space. */
+  institutionId?: string | null;
+  /** allInstitutions: these institutions plus personal records. */
+  institutionIds?: readonly string[];
+  courseId?: number;
+  before?: Date;
+  after?: Date;
+  historyId?: string;
+  /** A validated regular expression (Postgres ARE, case-insensitive). */
+  search?: string;
+  limit: number;
+}
+
+function scopeConditions(q: HistoryQuery): SQL[] {
+  const c: SQL[] = [sql`h.user_id = ${q.userId}`];
+  if (q.institutionIds) c.push(sql`(h.institution_id is null or ${inList(sql.raw('h.institution_id'), q.institutionIds)})`);
+  else c.push(q.institutionId ? sql`h.institution_id = ${q.institutionId}` : sql`h.institution_id is null`);
+  if (q.courseId !== undefined && !q.institutionIds) {
+    c.push(q.courseId === 0 ? sql`(h.course_id = 0 or h.course_id is null)` : sql`h.course_id = ${q.courseId}`);
+  }
+  if (q.before) c.push(sql`h.created_at < ${q.before.toISOString()}::timestamptz`);
+  if (q.after) c.push(sql`h.created_at > ${q.after.toISOString()}::timestamptz`);
+  if (q.historyId) c.push(sql`h.id = ${q.historyId}`);
+  return c;
+}
+
+/** The regex matches the input, any of the inputs, or any of the outputs (case-insensitive). */
+function searchCondition(pattern: string): SQL {
+  return sql`(h.input ~* ${pattern} or exists(select 1 from unnest(h.inputs) x where x ~* ${pattern})
+              or exists(select 1 from unnest(h.outputs) x where x ~* ${pattern}))`;
+}
+
+export async function listHistories(db: DbOrTx, q: HistoryQuery, withTotals: boolean) {
+  const scope = scopeConditions(q);
+  const all = q.search ? [...scope, searchCondition(q.search)] : scope;
+  const where = sql.join(all, sql` and `);
+  // Newest first, then reversed by the caller: the page holds the newest `limit` records.
+  const rows = await rowsOf<HistoryView>(db, sql`${VIEW} where ${where} order by h.created_at desc, h.id desc limit ${q.limit}`);
+  if (!withTotals) return { rows, total: undefined, totalInScope: undefined };
+  const [t] = await rowsOf<{ total: number; in_scope: number }>(
+    db,
+    sql`select count(*) filter (where ${q.search ? searchCondition(q.search) : sql`true`})::int as total, count(*)::int as in_scope
+          from histories h where ${sql.join(scope, sql` and `)}`,
+  );
+  return { rows, total: Number(t?.total ?? 0), totalInScope: Number(t?.in_scope ?? 0) };
+}
+
+export interface FeedbackFilter {
+  scope: RowScope;
+  institutionId?: string;
+  accountIds?: string[];
+  usersearch?: string;
+}
+
+/** Records with a thumb or feedback text, for POST /api/admin/feedbacks. */
+export async function listFeedbacks(db: DbOrTx, f: FeedbackFilter, paging: { limit: number; offset: number }) {
+  const c: SQL[] = [sql`(h.thumb_up_down is not null or h.feedback is not null)`];
+  if (!f.scope.all) c.push(sql`(${inList(sql.raw('h.account_id'), f.scope.accountIds)} or ${inList(sql.raw('h.institution_id'), f.scope.institutionIds)})`);
+  if (f.institutionId) c.push(sql`h.institution_id = ${f.institutionId}`);
+  if (f.accountIds) c.push(inList(sql.raw('h.account_id'), f.accountIds));
+  if (f.usersearch) {
+    const t = f.usersearch;
+    c.push(sql`(${containsInsensitive(sql.raw('u.email'), t)} or ${containsInsensitive(sql.raw('u.fname'), t)} or ${containsInsensitive(sql.raw('u.lname'), t)})`);
+  }
+  const where = sql.join(c, sql` and `);
+  const from = sql`histories h join users u on u.id = h.user_id left join assistants a on a.id = h.assistant_id left join institutions i on i.id = h.institution_id`;
+  const [counted] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from ${from} where ${where}`);
+  const rows = await rowsOf<HistoryView & { u_email: string; u_fname: string; u_lname: string; account_id: string }>(
+    db,
+    sql`select h.*, u.email as u_email, u.fname as u_fname, u.lname as u_lname, a.name as a_name, a.liked_count as a_liked_count,
+               a.picture_url as a_picture_url, i.name as i_name, i.ainame as i_ainame, i.picture as i_picture
+          from ${from} where ${where} order by h.created_at desc, h.id desc limit ${paging.limit} offset ${paging.offset}`,
+  );
+  return { rows, total: Number(counted?.n ?? 0) };
+}

@@ -1,0 +1,147 @@
+import { sql } from 'drizzle-orm';
+import type { AppContext } from '../../context.js';
+import { rowsOf } from '../../db/client.js';
+import { badField } from '../../shared/errors.js';
+import { isUuid } from '../../shared/ids.js';
+import { envelope, pageWindow } from '../../shared/schemas.js';
+import type { AuthContext } from '../identity/auth-context.js';
+import { assertOwnHistory, feedbackListingScope } from './conversation.policy.js';
+import * as repo from './histories.repository.js';
+import type { FeedbacksInput, HistoriesInput, PatchHistoryInput } from './histories.schemas.js';
+
+/** Long strings of inputs and outputs are trimmed to this many characters in listings. */
+export const TRIM_CHARS = 200;
+/** Tool responses are cut to this many characters unless `tools: true`. */
+export const TOOL_RESPONSE_CHARS = 80;
+
+const trim = (s: string, n: number) => (s.length > n ? s.slice(0, n) : s);
+
+function assistantOf(r: repo.HistoryView) {
+  return r.assistant_id && r.a_name !== null
+    ? { _id: r.assistant_id, name: r.a_name, liked_count: Number(r.a_liked_count ?? 0), picture_url: r.a_picture_url ?? '' }
+    : null;
+}
+
+function institutionObject(r: repo.HistoryView) {
+  return r.institution_id ? { _id: r.institution_id, name: r.i_name ?? '', ainame: r.i_ainame ?? '', picture: r.i_picture ?? '' } : null;
+}
+
+export function presentHistory(r: repo.HistoryView, options: { full: boolean; tools: boolean; institutionObjects: boolean }) {
+  const cut = (s: string) => (options.full ? s : trim(s, TRIM_CHARS));
+  const toolCalls = (typeof r.tool_calls === 'string' ? JSON.parse(r.tool_calls) : r.tool_calls) as Array<{ tool: string; arguments: unknown; response: string }>;
+  return {
+    id: r.id,
+    created: new Date(r.created_at).toISOString(),
+    credits: Number(r.credits),
+    usage: Number(r.usage),
+    discount: Number(r.discount),
+    institution: options.institutionObjects ? (institutionObject(r) ?? { personal: true as const }) : (r.institution_id ?? ''),
+    user: r.user_id,
+    favorite: r.favorite,
+    forgotten: r.forgotten,
+    role_id: r.role_id,
+    role_name: r.role_name,
+    thumbUpDown: r.thumb_up_down,
+    feedback: r.feedback,
+    conversation_model: r.conversation_model,
+    success: r.success,
+    in: { input: cut(r.input), inputs: (r.inputs ?? []).map(cut) },
+    out: { outputs: (r.outputs ?? []).map(cut) },
+    assistant: assistantOf(r),
+    course_id: r.course_id === null ? null : Number(r.course_id),
+    course_name: r.course_name,
+    tools: (toolCalls ?? []).map((t) => ({ tool: t.tool, arguments: t.arguments, response: options.tools ? t.response : trim(t.response, TOOL_RESPONSE_CHARS) })),
+    ...(r.experimental ? { experimental: true, promptMode: r.prompt_mode } : {}),
+    streamingFailed: r.streaming_failed,
+    query_duration_ms: Number(r.query_duration_ms),
+    ...(r.success ? {} : { error: r.error_message ?? 'The turn failed' }),
+  };
+}
+
+/** Back-references are the one construct that makes Postgres' regex engine exponential: refused. */
+const BACKREFERENCE = /\\[1-9]/u;
+
+export class HistoriesService {
+  constructor(private readonly ctx: AppContext) {}
+
+  /**
+   * A `search` is a Postgres regular expression (ARE), matched case-insensitively. It is compiled by
+   * the database first, so an invalid one is a 400 before any record is read; back-references are
+   * refused (400) and the pattern is at most 200 characters, which bounds the matching time
+   * (Postgres' engine is a DFA/NFA hybrid without catastrophic backtracking otherwise).
+   */
+  private async checkPattern(pattern: string): Promise<void> {
+    if (BACKREFERENCE.test(pattern)) throw badField('search', 'search may not use back-references (\\1 … \\9)');
+    try {
+      await rowsOf(this.ctx.db, sql`select '' ~* ${pattern} as ok`);
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code;
+      const message = (err as Error).message ?? '';
+      if (code === '2201B' || /regular expression/iu.test(message)) throw badField('search', `search is not a valid regular expression (${message.replace(/^.*?:\s*/u, '').slice(0, 200)})`);
+      throw err;
+    }
+  }
+
+  async list(auth: AuthContext, input: HistoriesInput) {
+    if (input.search !== undefined) await this.checkPattern(input.search);
+    const all = input.allInstitutions === true;
+    const institutionId = input.institution === undefined ? auth.institutionId : input.institution;
+    // Only the caller's own records are ever read (user_id filter), whatever institution is named.
+    const { rows, total, totalInScope } = await repo.listHistories(
+      this.ctx.db,
+      {
+        userId: auth.userId,
+        ...(all ? { institutionIds: [...auth.memberships.keys()] } : { institutionId: institutionId ?? null }),
+        courseId: input.course_id,
+        before: input.before !== undefined ? new Date(input.before) : undefined,
+        after: input.after !== undefined ? new Date(input.after) : undefined,
+        historyId: input.historyId,
+        search: input.search,
+        limit: input.limit ?? 100,
+      },
+      all,
+    );
+    const data = rows.reverse().map((r) => presentHistory(r, { full: false, tools: input.tools === true, institutionObjects: all }));
+    return { success: true, data, ...(all ? { total, totalInScope } : {}) };
+  }
+
+  async update(auth: AuthContext, id: string, input: PatchHistoryInput) {
+    const current = await repo.findHistory(this.ctx.db, id);
+    assertOwnHistory(auth, current);
+    const patch: Record<string, unknown> = {};
+    if (input.favorite !== undefined) patch.favorite = input.favorite;
+    if (input.forgotten !== undefined) patch.forgotten = input.forgotten;
+    if (input.thumbUpDown !== undefined) patch.thumbUpDown = input.thumbUpDown;
+    if (input.feedback !== undefined) patch.feedback = input.feedback === null || input.feedback.trim() === '' ? null : input.feedback;
+    if (Object.keys(patch).length) await repo.updateHistory(this.ctx.db, id, auth.userId, { ...patch, updatedAt: this.ctx.clock.now() });
+    const { rows } = await repo.listHistories(this.ctx.db, { userId: auth.userId, institutionIds: [...auth.memberships.keys(), ...(current!.institutionId ? [current!.institutionId] : [])], historyId: id, limit: 1 }, false);
+    return presentHistory(rows[0]!, { full: true, tools: true, institutionObjects: false });
+  }
+
+  async feedbacks(auth: AuthContext, input: FeedbacksInput) {
+    const scope = feedbackListingScope(auth);
+    const { page, pageSize, limit, offset } = pageWindow({ page: input.page, pageSize: input.pageSize ?? input.limitsearch });
+    const accountIds = input.account?.split(/\s+/u).filter(Boolean);
+    if (accountIds?.some((id) => !isUuid(id))) throw badField('account', 'account must be space-separated account ids');
+    const { rows, total } = await repo.listFeedbacks(
+      this.ctx.db,
+      { scope, institutionId: input.institution, accountIds: accountIds?.length ? accountIds : undefined, usersearch: input.usersearch?.trim() || undefined },
+      { limit, offset },
+    );
+    const data = rows.map((r) => ({
+      _id: r.id,
+      created: new Date(r.created_at).toISOString(),
+      user: { _id: r.user_id, email: r.u_email, fname: r.u_fname, lname: r.u_lname },
+      account: r.account_id,
+      institution: institutionObject(r),
+      assistant: assistantOf(r),
+      thumbUpDown: r.thumb_up_down,
+      feedback: r.feedback,
+      in: { input: trim(r.input, TRIM_CHARS) },
+      out: { outputs: (r.outputs ?? []).map((o) => trim(o, TRIM_CHARS)) },
+      conversation_model: r.conversation_model,
+      success: r.success,
+    }));
+    return envelope(data, total, page, pageSize);
+  }
+}

@@ -1,0 +1,45 @@
+import type { ModelPrice } from '../../config.js';
+import type { TokenUsage } from '../../providers/llm/types.js';
+
+/** Credits are kept to 4 decimals: all arithmetic here is in whole ten-thousandths ("units"). */
+export const UNITS_PER_CREDIT = 10_000;
+
+export const toCredits = (units: number): number => units / UNITS_PER_CREDIT;
+/** A credit amount as the exact decimal text SQL receives (never a float in SQL arithmetic). */
+export const unitsToDecimal = (units: number): string => {
+  const sign = units < 0 ? '-' : '';
+  const abs = Math.abs(units);
+  return `${sign}${Math.floor(abs / UNITS_PER_CREDIT)}.${String(abs % UNITS_PER_CREDIT).padStart(4, '0')}`;
+};
+
+/** The price of a model: its MODEL_PRICES entry, else the "*" entry, else 1 / 2 credits per 1k tokens. */
+export function priceFor(model: string, prices: Record<string, ModelPrice>): ModelPrice {
+  return prices[model] ?? prices['*'] ?? { input: 1, output: 2 };
+}
+
+/**
+ * Cost in units of input and output tokens at a price (credits per 1,000 tokens), less the price's
+ * discount percent, rounded UP to the next 0.0001 credit (contract §6).
+ */
+export function costUnits(inputTokens: number, outputTokens: number, price: ModelPrice): number {
+  // price × tokens / 1000 credits = price × tokens × 10 units; computed on integers of 1e-6 price steps.
+  const inMicro = Math.round(price.input * 1_000_000);
+  const outMicro = Math.round(price.output * 1_000_000);
+  const discount = Math.round((price.discount ?? 0) * 100); // in 1/100 percent, 0..10000
+  // units × 1e5 (micro price × tokens × 10 / 1e6 × 1e5 = micro × tokens): integers until the division.
+  const grossScaled = inMicro * inputTokens + outMicro * outputTokens; // = units × 100_000
+  const netScaled = (grossScaled * (10_000 - discount)) / 10_000;
+  return Math.max(0, Math.ceil(netScaled / 100_000 - 1e-9));
+}
+
+export function costOfUsage(usage: TokenUsage, price: ModelPrice): number {
+  return costUnits(Math.max(0, usage.inputTokens), Math.max(0, usage.outputTokens), price);
+}
+
+/**
+ * The most a call can cost: its input tokens (as we count them, plus a margin of 10% and 16 tokens,
+ * since a provider's tokenizer may count a little more) and the whole completion budget.
+ */
+export function maxCostUnits(inputTokens: number, maxCompletionTokens: number, price: ModelPrice): number {
+  return costUnits(Math.ceil(inputTokens * 1.1) + 16, maxCompletionTokens, price);
+}

@@ -1,0 +1,368 @@
+import type { AppContext } from '../../context.js';
+import { countInputTokens, countTextTokens } from '../../providers/llm/tokens.js';
+import { UpstreamError, type ChatMessage, type ChatRequest, type ChatResult, type TokenUsage, type ToolCall } from '../../providers/llm/types.js';
+import { AppError, badField, contentBlocked, forbidden, insufficientCredits, notFound, upstreamFailed } from '../../shared/errors.js';
+import { newId } from '../../shared/ids.js';
+import type { AuthContext } from '../identity/auth-context.js';
+import type { RealtimeGateway, StreamSink } from '../realtime/gateway.js';
+import { retrieve } from '../search/retrieve.js';
+import * as assistantsRepo from './assistants.repository.js';
+import { ContentFilter } from './content-filter.js';
+import { assertAskIn, assertUseAssistant } from './conversation.policy.js';
+import { extendReservation, reserveCredits, settleCredits, type Payer } from './credits.repository.js';
+import * as historiesRepo from './histories.repository.js';
+import { loadMemoryParameters } from './memory.js';
+import { costOfUsage, maxCostUnits, priceFor, toCredits } from './pricing.js';
+import { PROMPT_GENERATORS, type PromptContext, type PromptMode, type PromptPassage } from './prompts.js';
+import type { QandaInput } from './qanda.schemas.js';
+import { runTool, selectTools } from './tools.js';
+
+/** Passages retrieved for a question. */
+const RETRIEVAL_LIMIT = 6;
+/** Earlier turns of a thread when no assistant says how many. */
+const DEFAULT_HISTORY_COUNT = 5;
+/** Model calls after the first one that answer tool calls. */
+const MAX_TOOL_ROUNDS = 3;
+/** Completion budget when the institution sets none (or when asking in the personal space). */
+const DEFAULT_MAX_COMPLETION_TOKENS = 1024;
+/** The answer of a ragOnly request when nothing in the documents matched: no model call, nothing charged. */
+export const RAG_ONLY_NOTHING_FOUND = 'I could not find anything about this in your documents, and I was asked to answer only from them.';
+
+export function isTimeZone(tz: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface ToolRecord {
+  tool: string;
+  arguments: unknown;
+  response: string;
+}
+
+/**
+ * The Q&A pipeline shared by the three endpoints; only the prompt generator differs.
+ * Order: context (institution, assistant, thread, memory, retrieval, prompt) → credit check (atomic
+ * reservation of the maximum cost) → content filter → model call (streamed when the socket is valid;
+ * tool rounds reserve their own maximum) → credit payment (actual cost; the rest released) → history
+ * record → response. Failures after the reservation release it whole and are recorded with
+ * success false (content filter 422, upstream 502).
+ */
+export class QandaService {
+  private readonly filter: ContentFilter;
+
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly realtime: RealtimeGateway,
+  ) {
+    this.filter = new ContentFilter(ctx.config.contentFilter);
+  }
+
+  async ask(auth: AuthContext, mode: PromptMode, body: QandaInput) {
+    const started = performance.now();
+    const { ctx } = this;
+    const args = body.requestArgs ?? {};
+    const question = body.inputs[body.inputs.length - 1]!;
+    if (question.trim() === '') throw badField('inputs', 'The last input (the question) must not be blank');
+    const timezone = args.userTimezone ?? auth.user.timezone ?? 'UTC';
+    if (!isTimeZone(timezone)) throw badField('requestArgs.userTimezone', `Unknown IANA time zone "${timezone}"`);
+    if (args.ragOnly && args.ragIgnore) throw badField('requestArgs.ragOnly', 'ragOnly and ragIgnore cannot both be true');
+
+    // ── context ──
+    let institutionId = auth.institutionId;
+    if (args.institutionPublicId) {
+      const found = await assistantsRepo.findInstitutionIdByPublicId(ctx.db, args.institutionPublicId.toLowerCase());
+      if (!found) throw notFound('Institution');
+      institutionId = found;
+    }
+    if (institutionId) assertAskIn(auth, institutionId);
+    const institution = institutionId ? await assistantsRepo.findInstitutionSwitches(ctx.db, institutionId) : undefined;
+    if (institutionId && !institution) throw notFound('Institution');
+    if (institution && institution.status !== 'active') throw forbidden('This institution is not active');
+
+    const assistantId = args.assistantId ?? args.selectedCourse?.assistant?._id;
+    let assistant: assistantsRepo.AssistantRow | undefined;
+    if (assistantId) {
+      assistant = await assistantsRepo.findAssistant(ctx.db, assistantId).catch(() => undefined);
+      assertUseAssistant(auth, assistant, institution ?? null);
+    }
+
+    const courseId = args.selectedCourse?.course_id ?? null;
+    const ownTurns: Array<{ input: string; output: string }> = [];
+    const outputs = body.outputs ?? [];
+    for (let i = 0; i < body.inputs.length - 1; i++) ownTurns.push({ input: body.inputs[i]!, output: outputs[i] ?? '' });
+    const remember = assistant ? assistant.rememberHistory > 0 : true;
+    const historyCount = assistant ? assistant.historyCount : DEFAULT_HISTORY_COUNT;
+    // The stored thread (selectedCourse) is used when the request carries no earlier turns of its own.
+    const stored =
+      args.selectedCourse && remember && ownTurns.length === 0
+        ? await historiesRepo.threadTurns(ctx.db, { userId: auth.userId, institutionId: institutionId ?? null, courseId, assistantId: assistant?.id ?? null }, historyCount)
+        : [];
+
+    const memory = await loadMemoryParameters(ctx, auth, institutionId ?? null);
+    const collectionIds = assistant && assistant.ragCollections.length > 0 ? assistant.ragCollections : undefined;
+    const search = async (query: string, limit: number): Promise<PromptPassage[]> => {
+      const found = await retrieve(ctx, auth, query, { limit, ...(collectionIds ? { collectionIds } : {}) });
+      return found.results.map((h) => ({ text: h.text, source: `${h.upload.file_title || h.upload.originalname}, part ${h.chunkIndex + 1}` }));
+    };
+    const passages = args.ragIgnore ? [] : await search(question, RETRIEVAL_LIMIT);
+
+    const chatModel = ctx.providers.chatModel;
+    const tools =
+      chatModel.provider === 'local' || !assistant
+        ? []
+        : selectTools({ mode: assistant.assistantToolMode, tools: assistant.assistantTools, disabled: institution?.toolsDisabled ?? [] });
+    const promptContext: PromptContext = {
+      assistant: assistant
+        ? { name: assistant.name, instructions: assistant.instructions, arguments: [assistant.argument1, assistant.argument2, assistant.argument3, assistant.argument4, assistant.argument5] }
+        : null,
+      institution: institution ? { name: institution.name, ainame: institution.ainame, about: institution.about } : null,
+      user: { name: [auth.user.fname, auth.user.lname].filter(Boolean).join(' '), isoDate: args.userISODate ?? ctx.clock.now().toISOString(), timezone, location: auth.user.location },
+      memory,
+      history: [...stored, ...ownTurns],
+      passages,
+      question,
+      ragOnly: args.ragOnly === true,
+      ragIgnore: args.ragIgnore === true,
+      tools: tools.map((t) => t.name),
+    };
+    const prompt = PROMPT_GENERATORS[mode](promptContext);
+
+    const requestedModel = institution?.conversationModel || chatModel.defaultModel;
+    const price = priceFor(requestedModel, ctx.config.modelPrices);
+    const maxTokens = institution?.maxCompletionTokens || DEFAULT_MAX_COMPLETION_TOKENS;
+    const payer: Payer =
+      institution && institution.poolCredits
+        ? { kind: 'institution', institutionId: institution.id, accountId: institution.accountId }
+        : { kind: 'user', userId: auth.userId, accountId: auth.accountId };
+    const historyId = newId();
+    const requestTools = tools.length ? tools : undefined;
+    const toolTokens = requestTools ? countTextTokens(JSON.stringify(requestTools)) : 0;
+    const membership = institutionId ? auth.memberships.get(institutionId) : undefined;
+    const record = {
+      id: historyId,
+      userId: auth.userId,
+      accountId: institution?.accountId ?? auth.accountId,
+      institutionId: institutionId ?? null,
+      assistantId: assistant?.id ?? null,
+      courseId,
+      courseName: args.selectedCourse?.course_name ?? null,
+      requestId: body.id !== undefined ? Math.floor(body.id) : null,
+      input: question,
+      inputs: body.inputs,
+      experimental: mode !== 'classic',
+      promptMode: mode,
+      roleId: membership?.role ?? 'personal',
+      roleName: membership?.role ?? 'personal',
+      discount: price.discount ?? 0,
+      conversationModel: requestedModel,
+    };
+
+    // ── credit check: the maximum cost, reserved atomically ──
+    let reserved = maxCostUnits(countInputTokens(prompt.messages, prompt.context) + toolTokens, maxTokens, price);
+    const now = () => ctx.clock.now();
+    const balance = await reserveCredits(ctx.db, payer, reserved, auth.userId, historyId, now());
+    if (balance === null) throw insufficientCredits(`Not enough credits for this request (it may cost up to ${toCredits(reserved)} credits)`);
+
+    const fail = async (err: AppError, usage = 0, streamed = false) => {
+      // The release and the failed record commit together.
+      await ctx.db.transaction(async (tx) => {
+        await settleCredits(tx, payer, reserved, 0, auth.userId, historyId, now());
+        await historiesRepo.insertHistory(tx, {
+          ...record,
+          outputs: [],
+          success: false,
+          usage,
+          credits: 0,
+          errorCode: err.code,
+          errorMessage: err.message,
+          streamed,
+          queryDurationMs: Math.round(performance.now() - started),
+          createdAt: now(),
+          updatedAt: now(),
+        });
+      });
+      return err;
+    };
+
+    // ── content filter ──
+    const verdict = await this.filter.check(body.inputs, (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
+    if (verdict.blocked) throw await fail(contentBlocked(`The input was blocked by the content filter (${verdict.reason})`));
+
+    // ── model ──
+    const sink: StreamSink | null = args.socketId ? await this.realtime.sinkFor(args.socketId, auth.userId) : null;
+    const streamId = body.id ?? 0;
+    let index = 0;
+    let streamingFailed = false;
+    let streamingError: string | undefined;
+    const emit = (chunk: string, done: boolean, extra: { usage?: number; credits?: number; error?: string } = {}) => {
+      if (!sink || streamingFailed) return;
+      try {
+        if (!sink.emit({ id: streamId, chunk, index, done, ...extra })) {
+          streamingFailed = true;
+          streamingError = 'The socket disconnected while the answer was streaming';
+          return;
+        }
+        index++;
+      } catch (err) {
+        streamingFailed = true;
+        streamingError = `Streaming failed: ${err instanceof Error ? err.message : String(err)}`;
+      }
+    };
+
+    let text = '';
+    let usage: TokenUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
+    let chargedUnits = 0;
+    let reportedModel = requestedModel;
+    const toolRecords: ToolRecord[] = [];
+    if (args.ragOnly && passages.length === 0) {
+      text = RAG_ONLY_NOTHING_FOUND;
+      emit(text, false);
+      reportedModel = 'none';
+    } else {
+      const messages: ChatMessage[] = [...prompt.messages];
+      for (let round = 0; ; round++) {
+        const offerTools = requestTools && round < MAX_TOOL_ROUNDS ? requestTools : undefined;
+        const request: ChatRequest = {
+          purpose: 'answer',
+          messages,
+          ...(institution?.conversationModel ? { model: institution.conversationModel } : {}),
+          maxTokens,
+          context: prompt.context,
+          ...(offerTools ? { tools: offerTools } : {}),
+        };
+        let result: ChatResult;
+        try {
+          result = await this.call(request, sink ? (piece) => emit(piece, false) : null, (piece) => (text += piece));
+        } catch (err) {
+          if (err instanceof UpstreamError || (err instanceof Error && err.name === 'UpstreamError')) {
+            ctx.log.warn({ err }, 'model provider failed during Q&A');
+            emit('', true, { error: 'The model provider failed' });
+            throw await fail(upstreamFailed(`The model provider failed: ${(err as Error).message}`), usage.totalTokens, Boolean(sink));
+          }
+          throw await fail(new AppError(500, 'INTERNAL', 'The answer could not be produced'), usage.totalTokens, Boolean(sink));
+        }
+        usage = { inputTokens: usage.inputTokens + result.usage.inputTokens, outputTokens: usage.outputTokens + result.usage.outputTokens, totalTokens: usage.totalTokens + result.usage.totalTokens };
+        reportedModel = result.model || requestedModel;
+        const callPrice = ctx.config.modelPrices[reportedModel] ? priceFor(reportedModel, ctx.config.modelPrices) : price;
+        chargedUnits += costOfUsage(result.usage, callPrice);
+        if (!result.toolCalls?.length || !offerTools) break;
+
+        // Tool round: run the calls, then reserve the next call's maximum before making it.
+        messages.push({ role: 'assistant', content: result.text, toolCalls: result.toolCalls });
+        for (const call of result.toolCalls) {
+          const response = await this.runToolCall(call, search, auth, institutionId ?? null, timezone);
+          toolRecords.push({ tool: call.name, arguments: parseArguments(call.arguments), response });
+          messages.push({ role: 'tool', content: response, toolCallId: call.id });
+        }
+        const more = maxCostUnits(countInputTokens(messages, prompt.context) + toolTokens, maxTokens, price);
+        if (!(await extendReservation(ctx.db, payer, more, auth.userId, historyId, now()))) {
+          // What was consumed so far is paid; the request ends as the reservation could not grow.
+          await ctx.db.transaction(async (tx) => {
+            await settleCredits(tx, payer, reserved, chargedUnits, auth.userId, historyId, now());
+            await historiesRepo.insertHistory(tx, {
+              ...record,
+              outputs: text ? [text] : [],
+              toolCalls: toolRecords,
+              success: false,
+              usage: usage.totalTokens,
+              credits: toCredits(Math.min(chargedUnits, reserved)),
+              errorCode: 'INSUFFICIENT_CREDITS',
+              errorMessage: 'Not enough credits for the next model call',
+              conversationModel: reportedModel,
+              streamed: Boolean(sink),
+              queryDurationMs: Math.round(performance.now() - started),
+              createdAt: now(),
+              updatedAt: now(),
+            });
+          });
+          emit('', true, { error: 'Not enough credits', usage: usage.totalTokens, credits: toCredits(Math.min(chargedUnits, reserved)) });
+          throw insufficientCredits('Not enough credits for the next model call of this answer (tool round)');
+        }
+        reserved += more;
+      }
+    }
+
+    // ── payment: the actual cost; the rest of the reservation released ──
+    const charged = Math.min(chargedUnits, reserved);
+    const credits = toCredits(charged);
+    const duration = Math.round(performance.now() - started);
+    // ── payment and history: one commit, so the ledger and the saved records always agree ──
+    const settled = await ctx.db.transaction(async (tx) => {
+      const result = await settleCredits(tx, payer, reserved, charged, auth.userId, historyId, now());
+      await historiesRepo.insertHistory(tx, {
+        ...record,
+        outputs: [text],
+        toolCalls: toolRecords,
+        success: true,
+        usage: usage.totalTokens,
+        credits,
+        conversationModel: reportedModel,
+        streamed: Boolean(sink),
+        streamingFailed,
+        queryDurationMs: duration,
+        createdAt: now(),
+        updatedAt: now(),
+      });
+      return result;
+    });
+    emit('', true, { usage: usage.totalTokens, credits });
+
+    return {
+      success: true,
+      streamingFailed,
+      ...(streamingFailed ? { streamingError: streamingError ?? 'Streaming failed' } : {}),
+      outputs: [text],
+      usage: usage.totalTokens,
+      credits,
+      creditsUsedTotal: settled.userCreditsUsed,
+      creditsRemaining: settled.balance,
+      query_duration_ms: Math.round(performance.now() - started),
+      model: reportedModel,
+      historyId,
+      promptMode: mode,
+    };
+  }
+
+  /** One model call: streamed piece by piece to `onPiece` when streaming, else one completion. */
+  private async call(request: ChatRequest, onPiece: ((piece: string) => void) | null, collect: (piece: string) => void): Promise<ChatResult> {
+    const model = this.ctx.providers.chatModel;
+    if (!onPiece) {
+      const result = await model.complete(request);
+      collect(result.text);
+      return result;
+    }
+    for await (const event of model.stream(request)) {
+      if (event.type === 'delta') {
+        collect(event.text);
+        onPiece(event.text);
+      } else return event.result;
+    }
+    throw new UpstreamError('The model stream ended without a result');
+  }
+
+  private async runToolCall(call: ToolCall, search: (q: string, limit: number) => Promise<PromptPassage[]>, auth: AuthContext, institutionId: string | null, timezone: string): Promise<string> {
+    try {
+      return await runTool(call.name, call.arguments, {
+        search,
+        memory: () => loadMemoryParameters(this.ctx, auth, institutionId),
+        now: () => this.ctx.clock.now(),
+        timezone,
+      });
+    } catch (err) {
+      this.ctx.log.warn({ err, tool: call.name }, 'tool call failed');
+      return 'Error: the tool failed';
+    }
+  }
+}
+
+function parseArguments(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}

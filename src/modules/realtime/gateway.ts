@@ -1,0 +1,118 @@
+import { createAdapter } from '@socket.io/redis-adapter';
+import { Redis } from 'ioredis';
+import { Server, type Socket } from 'socket.io';
+import type { AppContext } from '../../context.js';
+import type { App } from '../../http/types.js';
+import { AppError } from '../../shared/errors.js';
+import { resolveAuth } from '../identity/auth-context.js';
+
+/** The event a Q&A answer streams on, and its payload (contract §6). */
+export const RECEIVE_STREAM = 'RECEIVE_STREAM';
+
+export interface StreamChunk {
+  /** The Q&A request's `id`. */
+  id: number;
+  chunk: string;
+  /** 0, 1, 2, ... in emission order; the last event (done) carries the next index. */
+  index: number;
+  done: boolean;
+  usage?: number;
+  credits?: number;
+  /** Only on a last event of a failed request. */
+  error?: string;
+}
+
+interface SocketData {
+  userId: string;
+  sessionId: string;
+}
+
+/** Where one answer streams to: the caller's own connected socket, on this node or another. */
+export interface StreamSink {
+  /** Emits one chunk; false when the socket is known to be gone (the answer then continues without streaming). */
+  emit(payload: StreamChunk): boolean;
+}
+
+/**
+ * Socket.IO 4 on the API's own HTTP server (default path /socket.io, polling and websocket).
+ * Handshake: `auth: {token}` carrying an access token, checked exactly like an HTTP request (session
+ * not revoked or expired, user active); otherwise the connection is refused with "UNAUTHENTICATED".
+ * With REDIS_URL the Redis adapter joins the nodes: a socket connected to another node is found
+ * (fetchSockets) and reached (room of the socket id) from any node.
+ */
+export class RealtimeGateway {
+  readonly io: Server;
+  private readonly redis: Redis[] = [];
+
+  constructor(
+    app: App,
+    private readonly ctx: AppContext,
+  ) {
+    this.io = new Server(app.server, { serveClient: false, transports: ['polling', 'websocket'] });
+    if (ctx.config.redisUrl) {
+      const pub = new Redis(ctx.config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 });
+      const sub = pub.duplicate();
+      for (const r of [pub, sub]) r.on('error', (err) => ctx.log.warn({ err }, 'socket.io redis adapter connection error'));
+      this.redis.push(pub, sub);
+      this.io.adapter(createAdapter(pub, sub, { requestsTimeout: 2000 }));
+    }
+    this.io.use((socket, next) => {
+      const raw = (socket.handshake.auth as { token?: unknown } | undefined)?.token;
+      const token = typeof raw === 'string' ? raw.replace(/^Bearer\s+/iu, '').trim() : '';
+      if (!token) return next(Object.assign(new Error('UNAUTHENTICATED'), { data: { message: 'Missing access token: connect with auth: {token}' } }));
+      resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now()).then(
+        (auth) => {
+          (socket.data as SocketData) = { userId: auth.userId, sessionId: auth.sessionId };
+          next();
+        },
+        (err: unknown) => {
+          const message = err instanceof AppError ? err.message : 'Authentication failed';
+          if (!(err instanceof AppError)) ctx.log.error({ err }, 'socket authentication failed');
+          next(Object.assign(new Error('UNAUTHENTICATED'), { data: { message } }));
+        },
+      );
+    });
+    // Sockets are closed before the HTTP server drains, or their long-lived connections would hold it open.
+    app.addHook('preClose', async () => {
+      this.io.disconnectSockets(true);
+      this.io.engine.close();
+    });
+    app.addHook('onClose', async () => {
+      await Promise.allSettled(this.redis.map((r) => r.quit()));
+    });
+  }
+
+  /**
+   * The sink of `socketId` when it is connected (on any node) and belongs to `userId`; null otherwise
+   * (the answer is then synchronous). A socket of another user is never returned.
+   */
+  async sinkFor(socketId: string, userId: string): Promise<StreamSink | null> {
+    const local = this.io.sockets.sockets.get(socketId) as Socket | undefined;
+    if (local) {
+      if (!local.connected || (local.data as SocketData).userId !== userId) return null;
+      return {
+        emit: (payload) => {
+          if (!local.connected) return false;
+          local.emit(RECEIVE_STREAM, payload);
+          return true;
+        },
+      };
+    }
+    if (!this.ctx.config.redisUrl) return null;
+    try {
+      const found = await this.io.in(socketId).fetchSockets();
+      const remote = found.find((s) => s.id === socketId && (s.data as SocketData).userId === userId);
+      if (!remote) return null;
+      const room = this.io.to(socketId);
+      return {
+        emit: (payload) => {
+          room.emit(RECEIVE_STREAM, payload);
+          return true;
+        },
+      };
+    } catch (err) {
+      this.ctx.log.warn({ err }, 'could not look up a socket on the other nodes');
+      return null;
+    }
+  }
+}

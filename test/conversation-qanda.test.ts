@@ -1,0 +1,533 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'drizzle-orm';
+import { io as connect, type Socket as ClientSocket } from 'socket.io-client';
+import { rowsOf } from '../src/db/client.js';
+import { reserveCredits, balanceOf } from '../src/modules/conversation/credits.repository.js';
+import { RAG_ONLY_NOTHING_FOUND } from '../src/modules/conversation/qanda.service.js';
+import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { uploadOk, waitForIngestion } from './support/uploads.js';
+
+type World = Awaited<ReturnType<typeof makeWorld>>;
+
+const PATHS = {
+  classic: '/api/ai/personal/qanda',
+  soul: '/api/ai/experimental/personal/qanda',
+  'soul-v2': '/api/ai/experimental/personal/qanda-v2',
+} as const;
+
+interface StreamEvent {
+  id: number;
+  chunk: string;
+  index: number;
+  done: boolean;
+  usage?: number;
+  credits?: number;
+  error?: string;
+}
+
+describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
+  let t: TestApp;
+  let w: World;
+  let stub: OpenAiStub;
+  let base: string;
+  const tok: Record<string, string> = {};
+  const sockets: ClientSocket[] = [];
+
+  before(async () => {
+    stub = await startOpenAiStub();
+    t = await startTestApp({
+      env: {
+        LOGIN_RATE_LIMIT_PER_EMAIL: '1000',
+        LOGIN_RATE_LIMIT_PER_IP: '1000',
+        QANDA_RATE_LIMIT_PER_MINUTE: '1000',
+        LLM_PROVIDER: 'openai-compatible',
+        LLM_BASE_URL: stub.baseUrl,
+        LLM_MODEL: 'stub-chat',
+        LLM_MAX_RETRIES: '0',
+        LLM_TIMEOUT_MS: '5000',
+        MODEL_PRICES: JSON.stringify({ '*': { input: 1, output: 2 }, 'stub-chat': { input: 3, output: 5 } }),
+        CONTENT_FILTER_TERMS: JSON.stringify(['forbiddenword', 'secret plan']),
+        MODERATION_BASE_URL: stub.baseUrl,
+      },
+    });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    w = await makeWorld(t.database);
+    // a1 pays from its pool (the default); a2 does not: its members pay from their own balance.
+    await t.database.db.execute(sql`update institutions set credits = 1000, max_completion_tokens = 200 where id = ${w.a1.id}`);
+    await t.database.db.execute(sql`update institutions set pool_credits = false, max_completion_tokens = 200 where id = ${w.a2.id}`);
+    await t.database.db.execute(sql`update users set credits = 50 where id = ${w.userA2.id}`);
+    for (const [name, user] of Object.entries({ userA1: w.userA1, adminA1: w.adminA1, userA2: w.userA2, userB1: w.userB1 })) {
+      tok[name] = (await login(t.app, user.email)).accessToken;
+    }
+  });
+  after(async () => {
+    for (const s of sockets) s.disconnect();
+    await t.close();
+    await stub.close();
+  });
+
+  async function openSocket(token: string): Promise<ClientSocket> {
+    const socket = connect(base, { auth: { token }, transports: ['websocket'], reconnection: false });
+    sockets.push(socket);
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', () => resolve());
+      socket.once('connect_error', (err) => reject(err));
+    });
+    return socket;
+  }
+
+  function collect(socket: ClientSocket): { events: StreamEvent[]; done: Promise<StreamEvent[]> } {
+    const events: StreamEvent[] = [];
+    const done = new Promise<StreamEvent[]>((resolve) => {
+      const on = (e: StreamEvent) => {
+        events.push(e);
+        if (e.done) {
+          socket.off('RECEIVE_STREAM', on);
+          resolve(events);
+        }
+      };
+      socket.on('RECEIVE_STREAM', on);
+    });
+    return { events, done };
+  }
+
+  const ask = (token: string, body: Record<string, unknown>, path: string = PATHS.classic) =>
+    t.app.inject({ method: 'POST', url: path, headers: { 'x-access-token': token }, payload: body });
+
+  const balance = async (table: 'institutions' | 'users', id: string) =>
+    Number((await rowsOf<{ credits: string }>(t.database.db, sql`select credits from ${sql.raw(table)} where id = ${id}`))[0]!.credits);
+
+  const ledgerOf = (refId: string) =>
+    rowsOf<{ kind: string; delta: string }>(t.database.db, sql`select kind, delta from credit_ledger where ref_id = ${refId} order by created_at, kind`);
+
+  const historyRow = async (id: string) =>
+    (await rowsOf<Record<string, any>>(t.database.db, sql`select * from histories where id = ${id}`))[0];
+
+  test('synchronous answer: outputs, provider usage, exact credits, ledger rows and the saved record', async () => {
+    stub.setChatHandler(({ lastUserMessage }) => ({ content: `Answer to: ${lastUserMessage}`, usage: { prompt_tokens: 50, completion_tokens: 100 } }));
+    const before = await balance('institutions', w.a1.id);
+    const res = await ask(tok.userA1!, { id: 1700000000001, inputs: ['What is entropy?'], outputs: [], requestArgs: { userTimezone: 'Europe/Berlin' } });
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json();
+    assert.deepEqual(body.outputs, ['Answer to: What is entropy?']);
+    assert.equal(body.usage, 150);
+    // stub-chat costs 3 / 5 credits per 1k: 50 × 3/1000 + 100 × 5/1000 = 0.65
+    assert.equal(body.credits, 0.65);
+    assert.equal(body.model, 'stub-chat');
+    assert.equal(body.streamingFailed, false);
+    assert.equal(body.creditsRemaining, before - 0.65);
+    assert.equal(body.creditsUsedTotal, 0.65);
+    assert.equal(await balance('institutions', w.a1.id), before - 0.65);
+    const ledger = await ledgerOf(body.historyId);
+    assert.deepEqual(ledger.map((l) => l.kind).sort(), ['charge', 'release', 'reserve']);
+    assert.equal(Math.round(ledger.reduce((s, l) => s + Number(l.delta), 0) * 10_000), -6500);
+    const rec = await historyRow(body.historyId);
+    assert.equal(rec!.success, true);
+    assert.equal(Number(rec!.credits), 0.65);
+    assert.equal(rec!.prompt_mode, 'classic');
+    assert.equal(rec!.experimental, false);
+    // The request sent the question last, the system prompt first, the completion budget and usage streaming off (sync).
+    const sent = stub.requestsTo('/v1/chat/completions').at(-1)!.body;
+    assert.equal(sent.messages[0].role, 'system');
+    assert.match(sent.messages[0].content, /Newton/);
+    assert.match(sent.messages[0].content, /Europe\/Berlin/);
+    assert.equal(sent.messages.at(-1).content, 'What is entropy?');
+    assert.equal(sent.max_tokens, 200);
+  });
+
+  test('a provider reporting far more input than counted is charged at most the reservation (never below zero)', async () => {
+    stub.setChatHandler(() => ({ content: 'x', usage: { prompt_tokens: 100_000, completion_tokens: 10 } }));
+    const res = await ask(tok.userA1!, { inputs: ['cap me'] });
+    assert.equal(res.statusCode, 200, res.body);
+    const ledger = await ledgerOf(res.json().historyId);
+    const reserved = -Number(ledger.find((l) => l.kind === 'reserve')!.delta);
+    assert.equal(res.json().credits, reserved);
+    assert.equal(-Number(ledger.find((l) => l.kind === 'charge')!.delta), reserved);
+  });
+
+  for (const [mode, path] of Object.entries(PATHS)) {
+    test(`${mode}: streamed chunks arrive in order on RECEIVE_STREAM and concatenate to outputs`, async () => {
+      stub.setChatHandler(() => ({ content: 'One two three four five six seven eight nine ten eleven twelve thirteen.', usage: { prompt_tokens: 50, completion_tokens: 20 } }));
+      const socket = await openSocket(tok.userA1!);
+      const stream = collect(socket);
+      const res = await ask(tok.userA1!, { id: 42, inputs: ['Count for me'], outputs: [], requestArgs: { socketId: socket.id } }, path);
+      assert.equal(res.statusCode, 200, res.body);
+      const body = res.json();
+      const events = await stream.done;
+      assert.ok(events.length >= 4, `expected several chunks, got ${events.length}`);
+      assert.deepEqual(events.map((e) => e.index), events.map((_, i) => i));
+      assert.ok(events.every((e) => e.id === 42));
+      const last = events.at(-1)!;
+      assert.deepEqual({ done: last.done, chunk: last.chunk, usage: last.usage, credits: last.credits }, { done: true, chunk: '', usage: 70, credits: body.credits });
+      assert.equal(events.slice(0, -1).map((e) => e.chunk).join(''), body.outputs[0]);
+      assert.equal(body.outputs[0], 'One two three four five six seven eight nine ten eleven twelve thirteen.');
+      const sent = stub.requestsTo('/v1/chat/completions').at(-1)!.body;
+      assert.equal(sent.stream, true);
+      assert.deepEqual(sent.stream_options, { include_usage: true });
+      const rec = await historyRow(body.historyId);
+      assert.equal(rec!.streamed, true);
+      assert.equal(rec!.prompt_mode, mode);
+      assert.equal(rec!.experimental, mode !== 'classic');
+      // The three generators frame the system prompt differently.
+      const system: string = sent.messages[0].content;
+      if (mode === 'classic') assert.match(system, /^You are Newton, an AI assistant of Acme Physics/);
+      if (mode === 'soul') assert.match(system, /^# Who you are/);
+      if (mode === 'soul-v2') assert.match(system, /^<persona>/);
+    });
+  }
+
+  test('the experimental endpoints stamp experimental and promptMode on the history listing', async () => {
+    stub.setChatHandler(null);
+    await ask(tok.userA1!, { inputs: ['stamp soul'] }, PATHS.soul);
+    await ask(tok.userA1!, { inputs: ['stamp v2'] }, PATHS['soul-v2']);
+    const res = await t.app.inject({ method: 'POST', url: '/api/user/histories', headers: { 'x-access-token': tok.userA1! }, payload: { search: '^stamp' } });
+    assert.equal(res.statusCode, 200, res.body);
+    const data = res.json().data;
+    assert.deepEqual(
+      data.map((r: any) => [r.in.input, r.experimental, r.promptMode]),
+      [
+        ['stamp soul', true, 'soul'],
+        ['stamp v2', true, 'soul-v2'],
+      ],
+    );
+  });
+
+  test("a socket of another user is never streamed to: the answer is synchronous", async () => {
+    stub.setChatHandler(() => 'private answer for A1 only');
+    const foreign = await openSocket(tok.userB1!);
+    const seen: StreamEvent[] = [];
+    foreign.on('RECEIVE_STREAM', (e: StreamEvent) => seen.push(e));
+    const res = await ask(tok.userA1!, { id: 7, inputs: ['hello'], requestArgs: { socketId: foreign.id } });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json().outputs, ['private answer for A1 only']);
+    assert.equal((await historyRow(res.json().historyId))!.streamed, false);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(seen, []);
+    // An unknown socket id: synchronous too.
+    const res2 = await ask(tok.userA1!, { inputs: ['hello'], requestArgs: { socketId: 'no-such-socket' } });
+    assert.equal(res2.statusCode, 200);
+    assert.equal(stub.requestsTo('/v1/chat/completions').at(-1)!.body.stream, false);
+  });
+
+  test('the handshake needs a valid access token', async () => {
+    for (const auth of [{}, { token: 'garbage' }]) {
+      const socket = connect(base, { auth, transports: ['websocket'], reconnection: false });
+      sockets.push(socket);
+      const err = await new Promise<Error>((resolve, reject) => {
+        socket.once('connect', () => reject(new Error('connected without a valid token')));
+        socket.once('connect_error', (e) => resolve(e));
+      });
+      assert.equal(err.message, 'UNAUTHENTICATED');
+    }
+  });
+
+  test('a socket that disconnects mid-answer: streamingFailed with streamingError, and the full output', async () => {
+    stub.setChatHandler(() => ({ content: Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ') }));
+    stub.streamChunkDelayMs(15);
+    try {
+      const socket = await openSocket(tok.userA1!);
+      let got = 0;
+      socket.on('RECEIVE_STREAM', () => {
+        if (++got === 2) socket.disconnect();
+      });
+      const res = await ask(tok.userA1!, { id: 9, inputs: ['long one'], requestArgs: { socketId: socket.id } });
+      assert.equal(res.statusCode, 200, res.body);
+      const body = res.json();
+      assert.equal(body.streamingFailed, true);
+      assert.match(body.streamingError, /disconnected/);
+      assert.equal(body.outputs[0], Array.from({ length: 40 }, (_, i) => `word${i}`).join(' '));
+      assert.ok(body.credits > 0);
+    } finally {
+      stub.streamChunkDelayMs(0);
+    }
+  });
+
+  async function expectNothingCharged(res: { statusCode: number; body: string; json(): any }, status: number, code: string, before: number) {
+    assert.equal(res.statusCode, status, res.body);
+    assert.equal(res.json().error.code, code);
+    assert.equal(await balance('institutions', w.a1.id), before);
+    const [rec] = await rowsOf<Record<string, any>>(t.database.db, sql`select * from histories where user_id = ${w.userA1.id} order by created_at desc limit 1`);
+    assert.equal(rec!.success, false);
+    assert.equal(Number(rec!.credits), 0);
+    assert.equal(rec!.error_code, code);
+    const ledger = await ledgerOf(rec!.id);
+    assert.equal(ledger.reduce((s, l) => s + Number(l.delta), 0), 0);
+    assert.deepEqual(ledger.map((l) => l.kind).sort(), ['release', 'reserve']);
+  }
+
+  test('upstream 5xx: 502, nothing charged, the reservation released, record success false', async () => {
+    stub.setChatHandler(null);
+    const before = await balance('institutions', w.a1.id);
+    stub.failNext(2, 500); // the moderation call (which fails open: local rules still apply) and the model call
+    await expectNothingCharged(await ask(tok.userA1!, { inputs: ['will fail'] }), 502, 'UPSTREAM_FAILED', before);
+  });
+
+  test('upstream timeout: 502, nothing charged', async () => {
+    const before = await balance('institutions', w.a1.id);
+    stub.delayMs(5500);
+    try {
+      await expectNothingCharged(await ask(tok.userA1!, { inputs: ['too slow'] }), 502, 'UPSTREAM_FAILED', before);
+    } finally {
+      stub.delayMs(0);
+    }
+  });
+
+  test('a stream dropped mid-way: 502, nothing charged, the client is told the stream ended', async () => {
+    stub.setChatHandler(() => 'alpha beta gamma delta epsilon zeta eta theta iota kappa');
+    const before = await balance('institutions', w.a1.id);
+    const socket = await openSocket(tok.userA1!);
+    const stream = collect(socket);
+    stub.dropNextStreamAfter(2);
+    await expectNothingCharged(await ask(tok.userA1!, { id: 5, inputs: ['drop me'], requestArgs: { socketId: socket.id } }), 502, 'UPSTREAM_FAILED', before);
+    const events = await stream.done;
+    assert.equal(events.at(-1)!.done, true);
+    assert.ok(events.at(-1)!.error);
+  });
+
+  test('content filter: a local term and the provider moderation both give 422, nothing charged', async () => {
+    const before = await balance('institutions', w.a1.id);
+    const calls = stub.requestsTo('/v1/chat/completions').length;
+    await expectNothingCharged(await ask(tok.userA1!, { inputs: ['tell me the Secret   Plan'.replace('   ', ' ')] }), 422, 'CONTENT_BLOCKED', before);
+    await expectNothingCharged(await ask(tok.userA1!, { inputs: ['a FORBIDDENWORD here'] }), 422, 'CONTENT_BLOCKED', before);
+    stub.setModerationHandler((text) => text.includes('hateful'));
+    try {
+      await expectNothingCharged(await ask(tok.userA1!, { inputs: ['something hateful'] }), 422, 'CONTENT_BLOCKED', before);
+    } finally {
+      stub.setModerationHandler(null);
+    }
+    assert.equal(stub.requestsTo('/v1/chat/completions').length, calls, 'the model is never called for blocked input');
+    // A word that merely contains a term is not blocked.
+    assert.equal((await ask(tok.userA1!, { inputs: ['forbiddenwords are fine'] })).statusCode, 200);
+  });
+
+  test("402 when the balance cannot cover the maximum cost; the user's own balance pays outside pools", async () => {
+    const broke = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a2.id]: 'user' } });
+    const token = (await login(t.app, broke.email)).accessToken;
+    const calls = stub.requestsTo('/v1/chat/completions').length;
+    const res = await ask(token, { inputs: ['anything'] });
+    assert.equal(res.statusCode, 402, res.body);
+    assert.equal(res.json().error.code, 'INSUFFICIENT_CREDITS');
+    assert.equal(stub.requestsTo('/v1/chat/completions').length, calls);
+    // userA2 (a2 does not pool) pays from its own 50 credits.
+    stub.setChatHandler(() => ({ content: 'ok', usage: { prompt_tokens: 100, completion_tokens: 10 } }));
+    const before = await balance('users', w.userA2.id);
+    const paid = await ask(tok.userA2!, { inputs: ['who pays?'] });
+    assert.equal(paid.statusCode, 200, paid.body);
+    assert.equal(paid.json().credits, 0.35);
+    assert.equal(await balance('users', w.userA2.id), before - 0.35);
+    assert.equal(paid.json().creditsRemaining, before - 0.35);
+  });
+
+  test('validation: blank question, unknown time zone, foreign institution, invisible assistant', async () => {
+    assert.equal((await ask(tok.userA1!, { inputs: ['  '] })).statusCode, 400);
+    assert.equal((await ask(tok.userA1!, { inputs: [] })).statusCode, 400);
+    const tz = await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { userTimezone: 'Mars/Olympus' } });
+    assert.equal(tz.statusCode, 400);
+    assert.match(tz.json().message, /time zone/);
+    assert.equal((await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { institutionPublicId: w.b1.publicId } })).statusCode, 403);
+    assert.equal((await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { institutionPublicId: '6f1c1d9e-9b8e-4c7e-8d6a-0a1b2c3d4e5f' } })).statusCode, 404);
+    assert.equal((await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { assistantId: '0190a0a0-0000-7000-8000-000000000000' } })).statusCode, 404);
+    assert.equal((await ask('garbage', { inputs: ['hi'] })).statusCode, 401);
+  });
+
+  test('retrieval grounds the prompt; ragIgnore skips it; ragOnly with nothing found answers so without a model call', async () => {
+    const file = await uploadOk(t.app, tok.userA1!, { name: 'thermo.txt', content: 'The zeroth law of thermodynamics defines thermal equilibrium between bodies.\n', type: 'text/plain' }, { scope: 'instance' });
+    assert.equal((await waitForIngestion(t.app, tok.userA1!, file._id)).status, 'active');
+    stub.setChatHandler(null);
+    await ask(tok.userA1!, { inputs: ['What does the zeroth law define?'] });
+    let system: string = stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages[0].content;
+    assert.match(system, /\[1\] \(thermo\.txt, part 1\)\nThe zeroth law of thermodynamics/);
+    await ask(tok.userA1!, { inputs: ['What does the zeroth law define?'], requestArgs: { ragIgnore: true } });
+    system = stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages[0].content;
+    assert.doesNotMatch(system, /zeroth law of thermodynamics/);
+    // userB1 cannot see A1's file: nothing is retrieved for it.
+    await ask(tok.userB1!, { inputs: ['What does the zeroth law define?'] }).then((r) => assert.equal(r.statusCode, 402)); // b1 has no credits
+    const calls = stub.requestsTo('/v1/chat/completions').length;
+    const res = await ask(tok.userA1!, { inputs: ['quantum chromodynamics gluons'], requestArgs: { ragOnly: true } });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json().outputs, [RAG_ONLY_NOTHING_FOUND]);
+    assert.equal(res.json().credits, 0);
+    assert.equal(stub.requestsTo('/v1/chat/completions').length, calls);
+  });
+
+  test("an assistant's ragCollections restrict retrieval; disableAssistantsForUser and assistantsDisabled refuse its use", async () => {
+    const coll = await t.app.inject({ method: 'POST', url: '/api/user/collection', headers: bearer(tok.userA1!), payload: { name: 'Optics only', scope: 'instance' } });
+    assert.equal(coll.statusCode, 201, coll.body);
+    const collectionId = coll.json().data._id;
+    const inside = await uploadOk(t.app, tok.userA1!, { name: 'lenses.txt', content: 'Converging lenses focus parallel light rays at the focal point of the lens.\n', type: 'text/plain' }, { scope: 'instance', collection: collectionId });
+    const outside = await uploadOk(t.app, tok.userA1!, { name: 'mirrors.txt', content: 'Concave mirrors also focus parallel light rays at a focal point.\n', type: 'text/plain' }, { scope: 'instance' });
+    for (const f of [inside, outside]) assert.equal((await waitForIngestion(t.app, tok.userA1!, f._id)).status, 'active');
+    const created = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.userA1!), payload: { name: 'Optics', ragCollections: [collectionId] } });
+    assert.equal(created.statusCode, 201, created.body);
+    const assistantId = created.json().data._id;
+    stub.setChatHandler(null);
+    assert.equal((await ask(tok.userA1!, { inputs: ['How do parallel light rays focus?'], requestArgs: { assistantId } })).statusCode, 200);
+    let system: string = stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages[0].content;
+    assert.match(system, /lenses\.txt/);
+    assert.doesNotMatch(system, /mirrors\.txt/);
+    assert.match(system, /Assistant "Optics" instructions/);
+    await ask(tok.userA1!, { inputs: ['How do parallel light rays focus?'] });
+    system = stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages[0].content;
+    assert.match(system, /mirrors\.txt/, 'without the assistant the whole vault is searched');
+
+    await t.database.db.execute(sql`update institutions set disable_assistants_for_user = true where id = ${w.a1.id}`);
+    try {
+      const refused = await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { assistantId } });
+      assert.equal(refused.statusCode, 403, refused.body);
+      assert.equal((await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.userA1!), payload: { name: 'Nope' } })).statusCode, 403);
+    } finally {
+      await t.database.db.execute(sql`update institutions set disable_assistants_for_user = false where id = ${w.a1.id}`);
+    }
+    await t.database.db.execute(sql`update institutions set assistants_disabled = ${`{${assistantId}}`}::text[] where id = ${w.a1.id}`);
+    try {
+      assert.equal((await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { assistantId } })).statusCode, 403);
+    } finally {
+      await t.database.db.execute(sql`update institutions set assistants_disabled = '{}' where id = ${w.a1.id}`);
+    }
+    assert.equal((await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { assistantId } })).statusCode, 200);
+  });
+
+  test("the institution's conversation model is asked for, priced and recorded; o-series models get max_completion_tokens", async () => {
+    await t.database.db.execute(sql`update institutions set conversation_model = 'o3-mini' where id = ${w.a1.id}`);
+    try {
+      stub.setChatHandler(() => ({ content: 'reasoned', usage: { prompt_tokens: 100, completion_tokens: 100 } }));
+      const res = await ask(tok.userA1!, { inputs: ['which model?'] });
+      assert.equal(res.statusCode, 200, res.body);
+      const sent = stub.requestsTo('/v1/chat/completions').at(-1)!.body;
+      assert.equal(sent.model, 'o3-mini');
+      assert.equal(sent.max_completion_tokens, 200);
+      assert.equal(sent.max_tokens, undefined);
+      assert.equal(res.json().model, 'o3-mini');
+      assert.equal(res.json().credits, 0.3, 'o3-mini is not in MODEL_PRICES: the "*" price (1 / 2 per 1k)');
+      assert.equal((await historyRow(res.json().historyId))!.conversation_model, 'o3-mini');
+    } finally {
+      await t.database.db.execute(sql`update institutions set conversation_model = null where id = ${w.a1.id}`);
+    }
+  });
+
+  test('selectedCourse threads the history of the same course and assistant; forgotten turns are skipped', async () => {
+    stub.setChatHandler(({ lastUserMessage }) => `reply to ${lastUserMessage}`);
+    const course = { course_id: 77, course_name: 'Thermo', assistant: {} };
+    const first = await ask(tok.userA1!, { inputs: ['turn one'], requestArgs: { selectedCourse: course } });
+    await ask(tok.userA1!, { inputs: ['turn two'], requestArgs: { selectedCourse: course } });
+    await ask(tok.userA1!, { inputs: ['other course'], requestArgs: { selectedCourse: { ...course, course_id: 78 } } });
+    await ask(tok.userA1!, { inputs: ['turn three'], requestArgs: { selectedCourse: course } });
+    let messages = stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages.map((m: any) => `${m.role}:${m.content}`);
+    assert.deepEqual(messages.slice(1), ['user:turn one', 'assistant:reply to turn one', 'user:turn two', 'assistant:reply to turn two', 'user:turn three']);
+    const patch = await t.app.inject({ method: 'PATCH', url: `/api/user/history/${first.json().historyId}`, headers: bearer(tok.userA1!), payload: { forgotten: true } });
+    assert.equal(patch.statusCode, 200, patch.body);
+    await ask(tok.userA1!, { inputs: ['turn four'], requestArgs: { selectedCourse: course } });
+    messages = stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages.map((m: any) => `${m.role}:${m.content}`);
+    assert.ok(!messages.includes('user:turn one'));
+    assert.ok(messages.includes('user:turn three'));
+  });
+
+  test('tools: function calls are run (streamed arguments included), kept on the record, and removed by toolsDisabled', async () => {
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/api/user/assistant',
+      headers: bearer(tok.adminA1!),
+      payload: { name: 'Tool user', instructions: 'Use tools.', institution_shared: true, assistantToolMode: 'all' },
+    });
+    assert.equal(created.statusCode, 201, created.body);
+    const assistantId = created.json().data._id;
+    stub.setChatHandler(({ body }) => {
+      const last = body.messages.at(-1);
+      if (last.role === 'tool') return { content: `The tool said: ${last.content}`, usage: { prompt_tokens: 300, completion_tokens: 10 } };
+      return { content: '', toolCalls: [{ name: 'current_datetime', arguments: '{"timezone":"Asia/Tokyo"}' }], usage: { prompt_tokens: 200, completion_tokens: 5 } };
+    });
+    const socket = await openSocket(tok.userA1!);
+    const stream = collect(socket);
+    const res = await ask(tok.userA1!, { id: 11, inputs: ['what time is it?'], requestArgs: { assistantId, socketId: socket.id } });
+    assert.equal(res.statusCode, 200, res.body);
+    await stream.done;
+    const body = res.json();
+    assert.match(body.outputs[0], /^The tool said: .*Asia\/Tokyo/);
+    assert.equal(body.usage, 515, 'usage sums every model call');
+    assert.equal(body.credits, Math.ceil(((200 + 300) * 3 + (5 + 10) * 5) / 1000 * 10_000) / 10_000);
+    const firstCall = stub.requestsTo('/v1/chat/completions').at(-2)!.body;
+    assert.deepEqual(firstCall.tools.map((x: any) => x.function.name), ['vault_search', 'memory_lookup', 'current_datetime']);
+    const rec = await historyRow(body.historyId);
+    assert.equal(rec!.tool_calls[0].tool, 'current_datetime');
+    assert.deepEqual(rec!.tool_calls[0].arguments, { timezone: 'Asia/Tokyo' });
+    assert.match(rec!.tool_calls[0].response, /Asia\/Tokyo/);
+    // The listing cuts tool responses to 80 characters unless tools: true.
+    const list = async (tools: boolean) =>
+      (await t.app.inject({ method: 'POST', url: '/api/user/histories', headers: bearer(tok.userA1!), payload: { historyId: body.historyId, tools } })).json().data[0].tools[0].response;
+    assert.equal((await list(false)).length, Math.min(80, rec!.tool_calls[0].response.length));
+    assert.equal(await list(true), rec!.tool_calls[0].response);
+
+    await t.database.db.execute(sql`update institutions set tools_disabled = '{current_datetime,memory_lookup}' where id = ${w.a1.id}`);
+    stub.setChatHandler(() => 'no tools now');
+    await ask(tok.userA1!, { inputs: ['again'], requestArgs: { assistantId } });
+    assert.deepEqual(stub.requestsTo('/v1/chat/completions').at(-1)!.body.tools.map((x: any) => x.function.name), ['vault_search']);
+    await t.database.db.execute(sql`update institutions set tools_disabled = '{}' where id = ${w.a1.id}`);
+  });
+
+  test('50 simultaneous requests against a balance covering about 20: never below zero, balance = start − ledger charges = start − recorded credits', async () => {
+    // NOTE: PGlite runs one statement at a time, so these 50 requests interleave between statements but
+    // never inside one: this test shows the pipeline's accounting under concurrency, it cannot prove the
+    // row lock. The atomic guard itself is proven in the next test (a reservation larger than the balance
+    // changes nothing; the guard is inside the single UPDATE, not a read-then-write).
+    const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Race', ainame: 'Racer', maxCompletionTokens: 100 });
+    const racer = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [inst.id]: 'user' } });
+    const token = (await login(t.app, racer.email)).accessToken;
+    stub.setChatHandler(() => ({ content: 'short answer', usage: { prompt_tokens: 40, completion_tokens: 10 } }));
+    // Reservation of one request: (ceil(input × 1.1) + 16) × 3/1000 + 100 × 5/1000 credits; find it from a first request.
+    await t.database.db.execute(sql`update institutions set credits = 100 where id = ${inst.id}`);
+    const probe = await ask(token, { inputs: ['race'] });
+    assert.equal(probe.statusCode, 200, probe.body);
+    const [reserve] = await rowsOf<{ delta: string }>(t.database.db, sql`select delta from credit_ledger where ref_id = ${probe.json().historyId} and kind = 'reserve'`);
+    const perReservation = -Number(reserve!.delta);
+    const start = Math.round(perReservation * 20.5 * 10_000) / 10_000;
+    await t.database.db.execute(sql`update institutions set credits = ${start} where id = ${inst.id}`);
+    const ledgerStart = await rowsOf<{ n: string }>(t.database.db, sql`select coalesce(max(created_at), now()) as n from credit_ledger where institution_id = ${inst.id}`);
+
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => ask(token, { id: i, inputs: ['race'] })));
+    const ok = results.filter((r) => r.statusCode === 200);
+    const refused = results.filter((r) => r.statusCode === 402);
+    // On a loaded machine the embedded database's synchronous work can hold the event loop past the
+    // provider timeout: such a request is a 502 that charges nothing, which the balance checks below cover.
+    const upstream = results.filter((r) => r.statusCode === 502);
+    assert.equal(ok.length + refused.length + upstream.length, 50, results.map((r) => r.statusCode).join(','));
+    assert.ok(ok.length >= 1 && refused.length >= 1, `${ok.length} answered, ${refused.length} refused`);
+    const final = await balance('institutions', inst.id);
+    assert.ok(final >= 0);
+    const [charges] = await rowsOf<{ sum: string }>(
+      t.database.db,
+      sql`select coalesce(sum(delta), 0) as sum from credit_ledger where institution_id = ${inst.id} and created_at > ${ledgerStart[0]!.n}::timestamptz`,
+    );
+    const recorded = ok.reduce((s, r) => s + r.json().credits, 0);
+    const [saved] = await rowsOf<{ sum: string }>(
+      t.database.db,
+      sql`select coalesce(sum(credits), 0) as sum from histories where institution_id = ${inst.id} and request_id is not null`,
+    );
+    assert.equal(Math.round((start + Number(charges!.sum)) * 10_000), Math.round(final * 10_000), 'balance = start + sum of ledger deltas');
+    assert.equal(Math.round((start - recorded) * 10_000), Math.round(final * 10_000), 'balance = start − credits of the answers');
+    assert.equal(Math.round(Number(saved!.sum) * 10_000), Math.round(recorded * 10_000), 'saved records carry the same credits');
+    // The balance is re-derivable from the ledger alone: sum of every movement of this institution since the race.
+    const [open] = await rowsOf<{ n: number }>(
+      t.database.db,
+      sql`select count(*)::int as n from credit_ledger l where l.kind = 'reserve' and l.institution_id = ${inst.id}
+           and not exists (select 1 from credit_ledger r where r.ref_id = l.ref_id and r.kind = 'release')`,
+    );
+    assert.equal(open!.n, 0, 'every reservation was released');
+  });
+
+  test('the reservation is one statement (guarded UPDATE and its ledger row in one CTE): an amount above the balance changes nothing, the exact balance empties it', async () => {
+    const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Guard', ainame: 'G' });
+    await t.database.db.execute(sql`update institutions set credits = 1.5 where id = ${inst.id}`);
+    const payer = { kind: 'institution' as const, institutionId: inst.id, accountId: w.accountA.id };
+    const now = new Date();
+    assert.equal(await reserveCredits(t.database.db, payer, 15_001, w.userA1.id, 'guard-1', now), null);
+    assert.equal(await balanceOf(t.database.db, payer), 1.5);
+    assert.equal((await ledgerOf('guard-1')).length, 0, 'no ledger row for a refused reservation');
+    assert.equal(await reserveCredits(t.database.db, payer, 15_000, w.userA1.id, 'guard-2', now), 0);
+    assert.equal(await reserveCredits(t.database.db, payer, 1, w.userA1.id, 'guard-3', now), null);
+    assert.deepEqual((await ledgerOf('guard-2')).map((l) => [l.kind, Number(l.delta)]), [['reserve', -1.5]]);
+  });
+});

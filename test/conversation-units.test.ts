@@ -1,0 +1,170 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { ContentFilter } from '../src/modules/conversation/content-filter.js';
+import { costUnits, maxCostUnits, priceFor, unitsToDecimal } from '../src/modules/conversation/pricing.js';
+import { classicPrompt, localDateTime, PROMPT_GENERATORS, PROMPT_MODES, soulPrompt, soulV2Prompt, type PromptContext } from '../src/modules/conversation/prompts.js';
+import { runTool, selectTools } from '../src/modules/conversation/tools.js';
+import { maxTokensFieldFor } from '../src/providers/llm/openai-compatible.js';
+
+const context = (over: Partial<PromptContext> = {}): PromptContext => ({
+  assistant: { name: 'Lab helper', instructions: 'Always give units.', arguments: ['first arg', '', '', '', 'fifth arg'] },
+  institution: { name: 'Acme Physics', ainame: 'Newton', about: 'Answers physics questions.' },
+  user: { name: 'Ada Lovelace', isoDate: '2026-11-23T09:15:00Z', timezone: 'Asia/Tokyo', location: 'Kyoto' },
+  memory: [{ key: 'level', value: 'undergraduate', description: 'study level' }],
+  history: [{ input: 'What is a newton?', output: 'A unit of force.' }],
+  passages: [{ text: 'F = m a relates force and acceleration.', source: 'laws.md, part 1' }],
+  question: 'How big is the force?',
+  ragOnly: false,
+  ragIgnore: false,
+  tools: [],
+  ...over,
+});
+
+describe('prompt generators (pure functions of one context)', () => {
+  for (const mode of PROMPT_MODES) {
+    test(`${mode}: uses every part of the context, deterministic`, () => {
+      const ctx = context();
+      const a = PROMPT_GENERATORS[mode](ctx);
+      const b = PROMPT_GENERATORS[mode](structuredClone(ctx));
+      assert.deepEqual(a, b);
+      const system = a.messages[0]!;
+      assert.equal(system.role, 'system');
+      for (const part of ['Newton', 'Acme Physics', 'Answers physics questions.', 'Always give units.', 'first arg', 'fifth arg', 'Kyoto', 'Asia/Tokyo', '18:15', 'level: undergraduate', '[1] (laws.md, part 1)', 'F = m a']) {
+        assert.ok(system.content.includes(part), `${mode} lacks ${part}:\n${system.content}`);
+      }
+      assert.deepEqual(
+        a.messages.slice(1).map((m) => [m.role, m.content]),
+        [
+          ['user', 'What is a newton?'],
+          ['assistant', 'A unit of force.'],
+          ['user', 'How big is the force?'],
+        ],
+      );
+      assert.deepEqual(a.context, [{ text: 'F = m a relates force and acceleration.', source: 'laws.md, part 1' }]);
+      assert.equal(ctx.history.length, 1, 'the context is not mutated');
+    });
+
+    test(`${mode}: ragOnly without passages tells the model to say the documents do not cover it`, () => {
+      const system = PROMPT_GENERATORS[mode](context({ ragOnly: true, passages: [] })).messages[0]!.content;
+      assert.match(system, /no passage matched this question: say plainly that the documents do not cover it/);
+      const withPassages = PROMPT_GENERATORS[mode](context({ ragOnly: true })).messages[0]!.content;
+      assert.match(withPassages, /Answer ONLY from the numbered passages/);
+    });
+  }
+
+  test('the three generators frame the prompt differently', () => {
+    const ctx = context();
+    const systems = [classicPrompt(ctx), soulPrompt(ctx), soulV2Prompt(ctx)].map((p) => p.messages[0]!.content);
+    assert.equal(new Set(systems).size, 3);
+    assert.match(systems[0]!, /^You are Newton, an AI assistant of Acme Physics/);
+    assert.match(systems[1]!, /Speak in the first person as Newton/);
+    assert.match(systems[2]!, /<method>[\s\S]*Cite passages as \[n\]/);
+    assert.match(systems[2]!, /This is turn 2 of the conversation/);
+  });
+
+  test('without institution, assistant, memory or passages nothing is invented', () => {
+    const p = classicPrompt(context({ institution: null, assistant: null, memory: [], passages: [], history: [], tools: ['vault_search'], user: { name: '', isoDate: '2026-11-23T09:15:00Z', timezone: 'UTC', location: '' } }));
+    const system = p.messages[0]!.content;
+    assert.match(system, /^You are the assistant, an AI assistant\./);
+    assert.doesNotMatch(system, /location|memory|Passages/);
+    assert.match(system, /No passage of the user's documents matched/);
+    assert.match(system, /You may call these tools when they help: vault_search/);
+    assert.equal(p.messages.length, 2);
+  });
+
+  test('ragIgnore: no "no passage matched" line', () => {
+    assert.doesNotMatch(classicPrompt(context({ ragIgnore: true, passages: [] })).messages[0]!.content, /No passage/);
+  });
+
+  test('localDateTime formats in the user time zone', () => {
+    assert.equal(localDateTime('2026-11-23T23:30:00Z', 'Europe/Berlin'), 'Tuesday, 24 November 2026 at 00:30 (Europe/Berlin)');
+  });
+});
+
+describe('pricing', () => {
+  test('credits per 1,000 tokens, rounded up to 0.0001, with the discount', () => {
+    assert.equal(costUnits(1000, 1000, { input: 1, output: 2 }), 30_000);
+    assert.equal(costUnits(1, 0, { input: 1, output: 2 }), 10, '1 token at 1/1k = 0.001 credit');
+    assert.equal(costUnits(1, 0, { input: 0.001, output: 0 }), 1, '0.000001 credit rounds up to 0.0001');
+    assert.equal(costUnits(0, 0, { input: 5, output: 5 }), 0);
+    assert.equal(costUnits(1000, 0, { input: 3, output: 0, discount: 25 }), 22_500);
+    assert.equal(costUnits(333, 777, { input: 0.15, output: 0.6 }), Math.ceil((333 * 0.15 + 777 * 0.6) * 10));
+    assert.ok(maxCostUnits(100, 500, { input: 1, output: 2 }) >= costUnits(110, 500, { input: 1, output: 2 }));
+  });
+
+  test('a model absent from MODEL_PRICES costs the "*" entry', () => {
+    const prices = { '*': { input: 7, output: 8 }, 'gpt-x': { input: 1, output: 1 } };
+    assert.deepEqual(priceFor('gpt-x', prices), { input: 1, output: 1 });
+    assert.deepEqual(priceFor('other', prices), { input: 7, output: 8 });
+    assert.deepEqual(priceFor('other', {}), { input: 1, output: 2 });
+  });
+
+  test('units become exact decimal text', () => {
+    assert.equal(unitsToDecimal(12_345), '1.2345');
+    assert.equal(unitsToDecimal(-5), '-0.0005');
+    assert.equal(unitsToDecimal(0), '0.0000');
+  });
+
+  test('MODEL_PRICES and the content filter settings are validated at start', () => {
+    const base = { NODE_ENV: 'test', DATA_DIR: '/tmp/twin-units', JWT_SECRET: 'x'.repeat(32), ENCRYPTION_KEY: 'y'.repeat(32) };
+    const config = loadConfig({ ...base, MODEL_PRICES: '{"gpt-4o": {"input": 2.5, "output": 10, "discount": 10}}', CONTENT_FILTER_TERMS: '["bad"]' });
+    assert.deepEqual(config.modelPrices, { '*': { input: 1, output: 2 }, 'gpt-4o': { input: 2.5, output: 10, discount: 10 } });
+    assert.deepEqual(config.contentFilter.terms, ['bad']);
+    assert.throws(() => loadConfig({ ...base, MODEL_PRICES: '{"m": {"input": -1, "output": 1}}' }), (e: unknown) => e instanceof ConfigError && /MODEL_PRICES/.test(e.message));
+    assert.throws(() => loadConfig({ ...base, MODEL_PRICES: 'not json' }), ConfigError);
+    assert.throws(() => loadConfig({ ...base, CONTENT_FILTER_PATTERNS: '["(unclosed"]' }), (e: unknown) => e instanceof ConfigError && /CONTENT_FILTER_PATTERNS/.test(e.message));
+  });
+});
+
+describe('content filter (local rules)', () => {
+  const filter = new ContentFilter({ terms: ['drop table', 'bomb'], patterns: ['\\b\\d{3}-\\d{2}-\\d{4}\\b'], moderationModel: 'm', moderationTimeoutMs: 1000 });
+  test('terms match whole words, case-insensitively; patterns as given', () => {
+    assert.equal(filter.localVerdict(['How to build a BOMB?']).blocked, true);
+    assert.equal(filter.localVerdict(['please DROP TABLE users']).blocked, true);
+    assert.equal(filter.localVerdict(['a bombastic speech']).blocked, false);
+    assert.equal(filter.localVerdict(['my ssn is 123-45-6789']).blocked, true);
+    assert.equal(filter.localVerdict(['nothing here', 'fine']).blocked, false);
+    assert.equal(filter.localVerdict(['fine', 'then a bomb']).reason, 'blocked term');
+  });
+  test('no moderation URL: only the local rules, no network', async () => {
+    assert.deepEqual(await filter.check(['hello'], () => assert.fail('no moderation call expected')), { blocked: false });
+  });
+});
+
+describe('tools', () => {
+  test('selection: all, selected with overrides, none; toolsDisabled removes', () => {
+    assert.deepEqual(selectTools({ mode: 'all', tools: [], disabled: [] }).map((t) => t.name), ['vault_search', 'memory_lookup', 'current_datetime']);
+    const selected = selectTools({ mode: 'selected', tools: [{ tool: 'current_datetime', instructionsOverride: 'Ask the clock' }], disabled: [] });
+    assert.deepEqual(selected.map((t) => [t.name, t.description]), [['current_datetime', 'Ask the clock']]);
+    assert.deepEqual(selectTools({ mode: 'none', tools: [{ tool: 'vault_search', instructionsOverride: '' }], disabled: [] }), []);
+    assert.deepEqual(selectTools({ mode: 'all', tools: [], disabled: ['vault_search', 'memory_lookup'] }).map((t) => t.name), ['current_datetime']);
+  });
+
+  const runtime = {
+    search: async (q: string, limit: number) => [{ text: `about ${q}`, source: `doc (${limit})` }],
+    memory: async () => [{ key: 'goal', value: 'pass the exam' }, { key: 'city', value: 'Kyoto' }],
+    now: () => new Date('2026-11-23T09:15:00Z'),
+    timezone: 'Europe/Berlin',
+  };
+  test('runs each tool; bad arguments give an error text, never an exception', async () => {
+    assert.equal(await runTool('vault_search', '{"query":"gravity","limit":3}', runtime), '[1] (doc (3)) about gravity');
+    assert.equal(await runTool('memory_lookup', '{"term":"kyo"}', runtime), 'city: Kyoto');
+    assert.equal(await runTool('current_datetime', '{}', runtime), 'Monday, 23 November 2026 at 10:15 (Europe/Berlin); ISO 2026-11-23T09:15:00.000Z');
+    assert.match(await runTool('current_datetime', '{"timezone":"Nowhere/City"}', runtime), /Europe\/Berlin/);
+    assert.equal(await runTool('vault_search', '{not json', runtime), 'Error: the arguments are not valid JSON');
+    assert.equal(await runTool('vault_search', '[]', runtime), 'Error: the arguments must be a JSON object');
+    assert.equal(await runTool('vault_search', '{}', runtime), 'Error: query is required');
+    assert.equal(await runTool('rm_rf', '{}', runtime), 'Error: unknown tool rm_rf');
+  });
+});
+
+describe('max_completion_tokens', () => {
+  test('picked by model name in auto mode, or as configured', () => {
+    assert.equal(maxTokensFieldFor('gpt-4o-mini'), 'max_tokens');
+    assert.equal(maxTokensFieldFor('o3-mini'), 'max_completion_tokens');
+    assert.equal(maxTokensFieldFor('gpt-5'), 'max_completion_tokens');
+    assert.equal(maxTokensFieldFor('llama-3.1-8b', 'max_completion_tokens'), 'max_completion_tokens');
+    assert.equal(maxTokensFieldFor('o3', 'max_tokens'), 'max_tokens');
+  });
+});

@@ -1,0 +1,113 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
+import { io as connect, type Socket } from 'socket.io-client';
+import { buildApp, type App } from '../src/app.js';
+import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+import { login, makeWorld, openTestDatabase, testConfig } from './support/app.js';
+import type { Database } from '../src/db/client.js';
+
+const REDIS = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((p) => existsSync(p));
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Two nodes of the service joined by the Socket.IO Redis adapter (REDIS_URL): a client connected to
+ * node B receives the answer of a Q&A request served by node A. Needs a redis-server binary (Debian's
+ * redis-server package); the test server listens on 127.0.0.1 on a port chosen at run time.
+ */
+describe('realtime across nodes (Redis adapter)', { skip: REDIS ? false : 'no redis-server binary on this machine (apt-get install redis-server)' }, () => {
+  let redis: ChildProcess;
+  let database: Database;
+  let stub: OpenAiStub;
+  let nodeA: App;
+  let nodeB: App;
+  let dataDir: string;
+  const sockets: Socket[] = [];
+
+  before(async () => {
+    const port = await freePort();
+    redis = spawn(REDIS!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve, reject) => {
+      let out = '';
+      redis.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (/Ready to accept connections/.test(out)) resolve();
+      });
+      redis.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${out}`)));
+    });
+    stub = await startOpenAiStub();
+    database = await openTestDatabase();
+    dataDir = mkdtempSync(join(tmpdir(), 'twin-redis-'));
+    const env = { REDIS_URL: `redis://127.0.0.1:${port}`, LLM_PROVIDER: 'openai-compatible', LLM_BASE_URL: stub.baseUrl, LLM_MODEL: 'stub-chat', LLM_MAX_RETRIES: '0', INGEST_WORKERS: '0' };
+    // Two apps on one database: what two processes behind a load balancer share through PostgreSQL.
+    nodeA = await buildApp({ config: testConfig(dataDir, env), database, skipMigrations: true });
+    nodeB = await buildApp({ config: testConfig(dataDir, env), database, skipMigrations: true });
+    await nodeA.listen({ port: 0, host: '127.0.0.1' });
+    await nodeB.listen({ port: 0, host: '127.0.0.1' });
+  });
+  after(async () => {
+    for (const s of sockets) s.disconnect();
+    await nodeA?.close();
+    await nodeB?.close();
+    await database?.close();
+    await stub?.close();
+    if (redis && redis.exitCode === null) {
+      const exited = new Promise((r) => redis.once('exit', r));
+      redis.kill('SIGTERM');
+      await exited;
+    }
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  test('a socket connected to node B receives the stream of a request answered by node A; another user’s socket never does', async () => {
+    const w = await makeWorld(database);
+    await database.db.execute(sql`update institutions set credits = 100 where id = ${w.a1.id}`);
+    const token = (await login(nodeA, w.userA1.email)).accessToken;
+    const other = (await login(nodeA, w.adminA1.email)).accessToken;
+    const urlB = `http://127.0.0.1:${(nodeB.server.address() as AddressInfo).port}`;
+    const open = async (tk: string) => {
+      const s = connect(urlB, { auth: { token: tk }, transports: ['websocket'], reconnection: false });
+      sockets.push(s);
+      await new Promise<void>((resolve, reject) => {
+        s.once('connect', () => resolve());
+        s.once('connect_error', reject);
+      });
+      return s;
+    };
+    const socket = await open(token);
+    const events: Array<{ chunk: string; index: number; done: boolean }> = [];
+    const done = new Promise<void>((resolve) => socket.on('RECEIVE_STREAM', (e) => (events.push(e), e.done && resolve())));
+    stub.setChatHandler(() => 'streamed across two nodes through redis pub sub');
+    const res = await nodeA.inject({ method: 'POST', url: '/api/ai/personal/qanda', headers: { 'x-access-token': token }, payload: { id: 3, inputs: ['hi'], requestArgs: { socketId: socket.id } } });
+    assert.equal(res.statusCode, 200, res.body);
+    await done;
+    assert.deepEqual(events.map((e) => e.index), events.map((_, i) => i));
+    assert.equal(events.filter((e) => !e.done).map((e) => e.chunk).join(''), res.json().outputs[0]);
+    assert.equal(stub.requestsTo('/v1/chat/completions').at(-1)!.body.stream, true);
+
+    // The other user's socket on node B: node A does not stream to it.
+    const foreign = await open(other);
+    const seen: unknown[] = [];
+    foreign.on('RECEIVE_STREAM', (e) => seen.push(e));
+    const res2 = await nodeA.inject({ method: 'POST', url: '/api/ai/personal/qanda', headers: { 'x-access-token': token }, payload: { id: 4, inputs: ['hi'], requestArgs: { socketId: foreign.id } } });
+    assert.equal(res2.statusCode, 200, res2.body);
+    assert.equal(stub.requestsTo('/v1/chat/completions').at(-1)!.body.stream, false);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(seen, []);
+  });
+});
