@@ -19,6 +19,8 @@ import { runTool, selectTools } from './tools.js';
 
 /** Passages retrieved for a question. */
 const RETRIEVAL_LIMIT = 6;
+/** Dense-only passages below this cosine are not evidence for an answer (see `search` below). */
+const QA_DENSE_FLOOR = 0.5;
 /** Earlier turns of a thread when no assistant says how many. */
 const DEFAULT_HISTORY_COUNT = 5;
 /** Model calls after the first one that answer tool calls. */
@@ -106,7 +108,12 @@ export class QandaService {
     const collectionIds = assistant && assistant.ragCollections.length > 0 ? assistant.ragCollections : undefined;
     const search = async (query: string, limit: number): Promise<PromptPassage[]> => {
       const found = await retrieve(ctx, auth, query, { limit, ...(collectionIds ? { collectionIds } : {}) });
-      return found.results.map((h) => ({ text: h.text, source: `${h.upload.file_title || h.upload.originalname}, part ${h.chunkIndex + 1}` }));
+      // The dense side ranks every chunk of a small scope, so a passage grounds an answer only when the
+      // text or the graph matched it, or its cosine clears a floor: otherwise `ragOnly` would answer
+      // from whatever happens to be nearest.
+      return found.results
+        .filter((h) => h.scores.lexical !== undefined || h.scores.kag !== undefined || (h.denseScore ?? 0) >= QA_DENSE_FLOOR)
+        .map((h) => ({ text: h.text, source: `${h.upload.file_title || h.upload.originalname}, part ${h.chunkIndex + 1}` }));
     };
     const passages = args.ragIgnore ? [] : await search(question, RETRIEVAL_LIMIT);
 
