@@ -16,6 +16,8 @@ import type { App } from './http/types.js';
 import { healthRoutes } from './modules/health/health.routes.js';
 import { identityRoutes } from './modules/identity/identity.routes.js';
 import { TokenService } from './modules/identity/tokens.js';
+import { ActivityRecorder, AuthCache, type AuthInvalidation } from './modules/identity/auth-cache.js';
+import { InProcessChannel, type InvalidationChannel } from './platform/invalidation.js';
 import { tenancyRoutes } from './modules/tenancy/tenancy.routes.js';
 import { mfaRoutes } from './modules/mfa/mfa.routes.js';
 import { vaultRoutes } from './modules/vault/vault.routes.js';
@@ -37,6 +39,12 @@ export interface BuildAppOptions {
   skipMigrations?: boolean;
   /** Replace providers (tests point them at local servers). */
   providers?: Partial<Providers>;
+  /**
+   * The channel auth invalidations travel on (tests share one between two apps on one database to
+   * stand for two nodes). Default: Redis pub/sub with REDIS_URL, else this process only. A channel
+   * given here is not closed with the app.
+   */
+  invalidationChannel?: InvalidationChannel<AuthInvalidation>;
 }
 
 export type { App };
@@ -110,12 +118,18 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     closing = true;
   });
 
+  const ownsChannel = !options.invalidationChannel;
+  const channel = options.invalidationChannel ?? (await invalidationChannelFor(config, app));
   const ctx: AppContext = {
     config,
     database,
     db: database.db,
     clock,
     tokens: new TokenService(config.jwtSecret, config.accessTokenTtlSeconds, config.refreshTokenTtlSeconds),
+    auth: {
+      cache: new AuthCache({ maxEntries: config.authCacheMaxEntries, ttlMs: config.authCacheTtlSeconds * 1000, channel }),
+      activity: new ActivityRecorder(database.db, app.log),
+    },
     log: app.log,
     // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
     providers: lazyProviders(config, database, app, options.providers ?? {}),
@@ -170,9 +184,24 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await ensureBootstrapAdmin(ctx);
 
   app.addHook('onClose', async () => {
+    ctx.auth.cache.close();
+    if (ownsChannel) await channel.close();
+    await ctx.auth.activity.flush();
     if (ownsDatabase) await database.close();
   });
   return app;
+}
+
+/** Redis pub/sub when REDIS_URL is set (imported only then: start-up time), else this process only. */
+async function invalidationChannelFor(config: AppConfig, app: App): Promise<InvalidationChannel<AuthInvalidation>> {
+  if (!config.redisUrl) return new InProcessChannel<AuthInvalidation>();
+  const { RedisInvalidationChannel } = await import('./platform/invalidation-redis.js');
+  return RedisInvalidationChannel.connect<AuthInvalidation>({
+    url: config.redisUrl,
+    channel: 'twin:auth-invalidation',
+    resetEvent: { kind: 'all' },
+    onError: (err) => app.log.warn({ err }, 'auth invalidation channel (Redis) error; entries are dropped on reconnect'),
+  });
 }
 
 function lazyProviders(config: AppConfig, database: Database, app: App, given: Partial<Providers>): Providers {

@@ -122,6 +122,7 @@ export class IdentityService {
       expiresAt: new Date(now.getTime() + this.ctx.tokens.refreshTtlSeconds * 1000),
     });
     const updated = (await repo.updateUser(this.ctx.db, user.id, { lastLoginAt: now, currentInstitutionId: institutionId }, now)) ?? user;
+    this.ctx.auth.cache.invalidateUser(user.id); // lastLoginAt and the current institution of the user's other sessions
     await touchAccountActivity(this.ctx.db, user.accountId, now);
     return this.pair(updated, sessionId, institutionId, refresh.token, now);
   }
@@ -136,11 +137,13 @@ export class IdentityService {
       // Either the session is gone/expired/revoked, or this token was already used: a reused refresh
       // token means it may have been stolen, so the whole session ends.
       await repo.revokeSession(this.ctx.db, parsed.sessionId, 'refresh-token-reuse', now);
+      this.ctx.auth.cache.invalidateSession(parsed.sessionId);
       throw unauthenticated('Refresh token is invalid or was already used; the session has been revoked');
     }
     const user = await repo.findUserById(this.ctx.db, session.userId);
     if (!user || user.status !== 'active') {
       await repo.revokeSession(this.ctx.db, session.id, 'user-disabled', now);
+      this.ctx.auth.cache.invalidateSession(session.id);
       throw unauthenticated('User is disabled');
     }
     return this.pair(user, session.id, session.institutionId, next.token, now);
@@ -148,6 +151,7 @@ export class IdentityService {
 
   async logout(auth: AuthContext): Promise<void> {
     await repo.revokeSession(this.ctx.db, auth.sessionId, 'logout', this.ctx.clock.now());
+    this.ctx.auth.cache.invalidateSession(auth.sessionId);
   }
 
   /** The caller's row, as read when the request was authenticated (no second query). */
@@ -181,6 +185,8 @@ export class IdentityService {
     if (mfaTurnedOff && this.onMfaDisabled) await this.onMfaDisabled(user.id);
     // Whoever else holds a session, a trusted device or an open code of this user loses it; this session stays.
     if (changes.passwordHash) await endCredentials(this.ctx.db, user.id, 'password-changed', now, auth.sessionId);
+    // every session of the user: the others are revoked, this one holds the old row
+    if (updated !== user || mfaTurnedOff) this.ctx.auth.cache.invalidateUser(user.id);
     return updated ?? user;
   }
 
@@ -209,6 +215,7 @@ export class IdentityService {
     const rotated = await repo.rotateRefresh(this.ctx.db, session.id, session.refreshHash, next.hash, now, institutionId);
     if (!rotated) throw unauthenticated('Session has ended');
     const user = await repo.updateUser(this.ctx.db, auth.userId, { currentInstitutionId: institutionId }, now);
+    this.ctx.auth.cache.invalidateUser(auth.userId);
     if (!user) throw notFound('User');
     return this.pair(user, session.id, institutionId, next.token, now);
   }

@@ -175,6 +175,7 @@ export class TenancyService {
     if (input.managerEmail !== undefined) patch.managerEmail = input.managerEmail;
     if (input.status !== undefined) patch.status = input.status;
     const row = Object.keys(patch).length > 0 ? await repo.updateAccount(this.db, account.id, patch, this.now()) : account;
+    if (patch.status !== undefined) this.ctx.auth.cache.invalidateAccount(account.id);
     if (!row) throw notFound('Account');
     return presentAccount(row);
   }
@@ -183,7 +184,9 @@ export class TenancyService {
     const account = await this.loadAccount(id);
     assertAccount(auth, 'accounts.delete', account.id);
     if (account.id === auth.accountId) throw forbidden('You cannot delete the account you belong to');
-    if (!(await repo.deleteAccount(this.db, account.id))) throw notFound('Account');
+    const deleted = await repo.deleteAccount(this.db, account.id);
+    this.ctx.auth.cache.invalidateAccount(account.id);
+    if (!deleted) throw notFound('Account');
   }
 
   async listAccounts(auth: AuthContext, input: AccountsListInput) {
@@ -256,6 +259,7 @@ export class TenancyService {
       if (touched.length > 0) throw forbidden(`Only account admins may change ${touched.join(', ')}`);
     }
     const row = Object.keys(patch).length > 0 ? await repo.updateInstitution(this.db, institution.id, patch, this.now()) : institution;
+    if (patch.status !== undefined) this.ctx.auth.cache.invalidateInstitution(institution.id);
     if (!row) throw notFound('Institution');
     return presentInstitution(row);
   }
@@ -263,7 +267,9 @@ export class TenancyService {
   async deleteInstitution(auth: AuthContext, id: string): Promise<void> {
     const institution = await this.loadInstitution(id);
     assertInstitution(auth, 'institutions.delete', institution);
-    if (!(await repo.deleteInstitution(this.db, institution.id))) throw notFound('Institution');
+    const deleted = await repo.deleteInstitution(this.db, institution.id);
+    this.ctx.auth.cache.invalidateInstitution(institution.id); // its memberships are gone
+    if (!deleted) throw notFound('Institution');
   }
 
   async listInstitutions(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; search?: string }) {
@@ -390,6 +396,8 @@ export class TenancyService {
       if (endSessions) await endCredentials(tx, user.id, input.password !== undefined ? 'password-reset-by-admin' : 'user-disabled', now);
       return row;
     });
+    // after the commit: a read between the invalidation and the commit would cache the old row again
+    this.ctx.auth.cache.invalidateUser(user.id);
     if (!updated) throw notFound('User');
     return this.present(auth, updated, memberships);
   }
@@ -398,7 +406,9 @@ export class TenancyService {
     const { user, memberships } = await this.loadUser(id);
     assertUserWrite(auth, 'users.delete', user, memberships);
     if (user.id === auth.userId) throw forbidden('You cannot delete yourself');
-    if (!(await repo.deleteUser(this.db, user.id))) throw notFound('User');
+    const deleted = await repo.deleteUser(this.db, user.id);
+    this.ctx.auth.cache.invalidateUser(user.id);
+    if (!deleted) throw notFound('User');
   }
 
   async listUsers(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; institution?: string; search?: string }) {
@@ -424,6 +434,7 @@ export class TenancyService {
     const { user, memberships } = await this.loadUser(id);
     assertUserWrite(auth, 'users.credits', user, memberships);
     const credits = await repo.addUserCredits(this.db, user.id, amount, this.now());
+    this.ctx.auth.cache.invalidateUser(user.id); // credits of GET /me
     if (credits === undefined) {
       const current = await findUserById(this.db, user.id);
       if (!current) throw notFound('User');
@@ -450,6 +461,7 @@ export class TenancyService {
     const { institution, user } = await this.loadMembershipTarget(auth, input.user, input.institution, input.role);
     const before = await findMembership(this.db, user.id, institution.id);
     const { created } = await this.db.transaction((tx) => repo.upsertMembership(tx, user.id, institution.id, input.role));
+    this.ctx.auth.cache.invalidateUser(user.id);
     const message = created ? 'Enrolled' : before?.role === input.role ? 'Unchanged' : 'Role changed';
     return { created, message, data: { user: user.id, institution: institution.id, role: input.role, created } };
   }
@@ -461,6 +473,7 @@ export class TenancyService {
       if (gone) await repo.clearCurrentInstitution(tx, user.id, institution.id);
       return gone;
     });
+    this.ctx.auth.cache.invalidateUser(user.id);
     if (!removed) throw notFound('Membership');
   }
 }
