@@ -2,9 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { linkSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
-import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
-import { vector } from '@electric-sql/pglite-pgvector';
+import type { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
@@ -13,6 +11,7 @@ import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import * as schema from './schema.js';
+import { RemotePGlite } from './pglite-remote.js';
 
 export type Schema = typeof schema;
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
@@ -24,7 +23,9 @@ export interface Database {
   db: Db;
   kind: 'pglite' | 'postgres';
   /** The embedded engine, when it is the one in use (tests dump and restore its data directory). */
-  pglite?: PGlite;
+  pglite?: PGlite | RemotePGlite;
+  /** The embedded engine runs in a worker thread (PGLITE_WORKER). */
+  worker?: boolean;
   ping(): Promise<void>;
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -37,11 +38,16 @@ export interface DatabaseOptions {
   /** A `dumpDataDir` snapshot to start from (tests). */
   loadDataDir?: Blob | File;
   poolSize?: number;
+  /**
+   * Run the embedded engine in a worker thread: its statements (each synchronous in PGlite) then
+   * never hold the request loop. Same API for the app; results cross the thread by structured clone.
+   */
+  pgliteWorker?: boolean;
 }
 
 /** Where the configuration puts the database: PostgreSQL when DATABASE_URL is set, else PGlite in DATA_DIR/pgdata. */
-export function databaseOptionsFor(config: { databaseUrl?: string; dataDir: string }): DatabaseOptions {
-  return config.databaseUrl ? { databaseUrl: config.databaseUrl } : { pgliteDataDir: `${config.dataDir}/pgdata` };
+export function databaseOptionsFor(config: { databaseUrl?: string; dataDir: string; pgliteWorker?: boolean }): DatabaseOptions {
+  return config.databaseUrl ? { databaseUrl: config.databaseUrl } : { pgliteDataDir: `${config.dataDir}/pgdata`, pgliteWorker: config.pgliteWorker };
 }
 
 const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -74,20 +80,25 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   // PGlite does not create missing parent folders.
   if (onDisk) mkdirSync(dataDir, { recursive: true });
   const releaseLock = onDisk ? lockDataDir(dataDir) : () => undefined;
-  let pglite: PGlite;
+  let pglite: PGlite | RemotePGlite;
   try {
-    pglite = await PGlite.create({ dataDir, loadDataDir: options.loadDataDir, extensions: { vector, pg_trgm } });
+    pglite = options.pgliteWorker
+      ? await RemotePGlite.create({ dataDir, loadDataDir: options.loadDataDir })
+      : await createInThread(dataDir, options.loadDataDir);
   } catch (err) {
     releaseLock();
     throw err;
   }
-  const db = drizzlePglite(pglite, { schema }) as unknown as Db;
+  // drizzle's PGlite driver calls query/transaction only, which RemotePGlite implements
+  const client = pglite as PGlite;
+  const db = drizzlePglite(client, { schema }) as unknown as Db;
   return {
     db,
     kind: 'pglite',
     pglite,
+    worker: options.pgliteWorker === true,
     ping: async () => void (await pglite.query('select 1')),
-    migrate: () => migratePglite(drizzlePglite(pglite, { schema }), { migrationsFolder }),
+    migrate: () => migratePglite(drizzlePglite(client, { schema }), { migrationsFolder }),
     close: async () => {
       try {
         await pglite.close();
@@ -96,6 +107,16 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       }
     },
   };
+}
+
+/** PGlite on this thread; its module (the WASM engine) is loaded only when used. */
+async function createInThread(dataDir: string, loadDataDir?: Blob | File): Promise<PGlite> {
+  const [{ PGlite }, { pg_trgm }, { vector }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('@electric-sql/pglite/contrib/pg_trgm'),
+    import('@electric-sql/pglite-pgvector'),
+  ]);
+  return PGlite.create({ dataDir, loadDataDir, extensions: { vector, pg_trgm } });
 }
 
 /** Lock files this process holds: a lock naming our pid that is not in here is a leftover. */
