@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyReply } from 'fastify';
 import secureJson from 'secure-json-parse';
 import cookie from '@fastify/cookie';
@@ -27,7 +28,6 @@ import { createMailSender } from './providers/mail/index.js';
 import { ensureBootstrapAdmin } from './modules/tenancy/bootstrap.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import { AppError, errorBody } from './shared/errors.js';
-import { newId } from './shared/ids.js';
 import { ErrorBodySchema } from './shared/schemas.js';
 
 export interface BuildAppOptions {
@@ -63,6 +63,14 @@ function validatorCompilers() {
   return ({ schema, httpPart }: { schema: object; httpPart?: string }) => (httpPart === 'body' ? body : other).compile(schema);
 }
 
+/**
+ * Request ids: unique per process start (a random prefix) plus a counter. A UUID per request cost
+ * ~6% of the CPU of GET /api/user/me in the profile (16 random bytes from the kernel each time).
+ */
+const requestIdPrefix = randomBytes(6).toString('base64url');
+let requestCounter = 0;
+const nextRequestId = () => `${requestIdPrefix}-${(++requestCounter).toString(36)}`;
+
 export async function buildApp(options: BuildAppOptions): Promise<App> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
@@ -78,7 +86,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : newId();
+      return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : nextRequestId();
     },
     trustProxy: config.trustProxy,
     bodyLimit: 2 * 1024 * 1024,

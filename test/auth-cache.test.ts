@@ -4,6 +4,7 @@ import { eq } from 'drizzle-orm';
 import { sessions } from '../src/db/schema.js';
 import { AuthCache, type AuthInvalidation, type CachedAuth } from '../src/modules/identity/auth-cache.js';
 import { InProcessChannel } from '../src/platform/invalidation.js';
+import { TokenService } from '../src/modules/identity/tokens.js';
 import { ManualClock } from '../src/shared/clock.js';
 import { bearer, login, makeAccount, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
@@ -336,5 +337,19 @@ describe('AuthCache unit rules', () => {
     await cache.get('s1', 0, async () => entry('u1'));
     channel.publish({ kind: 'something-new' } as unknown as AuthInvalidation);
     assert.equal(cache.snapshotStats().size, 0);
+  });
+});
+
+describe('verified access tokens are remembered, never beyond their expiry', () => {
+  test('a remembered token is refused once expired; a tampered one is checked, not remembered', async () => {
+    const tokens = new TokenService('a-secret-of-at-least-thirty-two-characters!', 60, 3600);
+    const t0 = new Date('2026-11-02T10:00:00Z');
+    const token = await tokens.signAccess({ userId: 'u1', sessionId: 's1', institutionId: null }, t0);
+    assert.deepEqual(await tokens.verifyAccess(token, t0), { userId: 'u1', sessionId: 's1', institutionId: null });
+    assert.deepEqual(await tokens.verifyAccess(token, new Date(t0.getTime() + 59_000)), { userId: 'u1', sessionId: 's1', institutionId: null });
+    await assert.rejects(tokens.verifyAccess(token, new Date(t0.getTime() + 60_000)), /expired/);
+    const [h, p, sig] = token.split('.');
+    const forged = `${h}.${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(p!, 'base64url').toString()), sub: 'u2' })).toString('base64url')}.${sig}`;
+    await assert.rejects(tokens.verifyAccess(forged, t0), /Invalid access token/);
   });
 });
