@@ -28,6 +28,7 @@ import {
   freePort,
   median,
   operations,
+  percentile,
   runProcess,
   seedWorld,
   startProcess,
@@ -228,29 +229,45 @@ try {
   if (wanted('ingest')) {
     const text = Buffer.from(corpus(corpusMb * 1024 * 1024));
     // steady, modest load (not saturation): what a user would feel while someone uploads a big file
+    // every response with the time its request started, to split latencies by ingestion stage
     const during = (url: string, headers: Record<string, string> = {}) => {
       let finish!: (r: autocannon.Result) => void;
       let fail!: (e: unknown) => void;
       const done = new Promise<autocannon.Result>((resolve, reject) => ((finish = resolve), (fail = reject)));
+      const samples: Array<{ at: number; ms: number }> = [];
       const instance = autocannon({ url, connections: 2, overallRate: 100, duration: 3600, headers }, (err, result) => (err ? fail(err) : finish(result)));
-      return { stop: () => instance.stop(), done };
+      instance.on('response', (_c, _status, _bytes, ms) => samples.push({ at: performance.now() - ms, ms }));
+      return { stop: () => instance.stop(), done, samples };
     };
     const started = performance.now();
     const upload = await uploadThroughApi(base, world.userToken, 'corpus.txt', text);
     const healthz = during(`${base}/healthz`);
     const me = during(`${base}/api/user/me`, auth(world));
-    const file = await waitUntilIngested(base, world.userToken, upload._id);
+    console.log(`  ingesting ${text.length >> 20} MB while /healthz and /me are loaded at 100 req/s each`);
+    // the stage as the API reports it, polled: which part of the pipeline a slow request fell into
+    const stages: Array<{ at: number; stage: string }> = [];
+    let file: Record<string, any>;
+    for (;;) {
+      file = (await api(base, 'GET', `/api/user/files/${upload._id}`, { token: world.userToken })).data;
+      if (stages.at(-1)?.stage !== file.stage) stages.push({ at: performance.now(), stage: file.stage });
+      if (file.status !== 'processing') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const ingestSeconds = (performance.now() - started) / 1000;
     healthz.stop();
     me.stop();
     const [h, m] = await Promise.all([healthz.done, me.done]);
     if (file.status !== 'active') throw new Error(`ingestion ended ${file.status}: ${JSON.stringify(file).slice(0, 500)}`);
-    const chunkCount = Number(file.chunkCount ?? file.chunk_count ?? 0);
-    for (const [name, r] of [
-      ['GET /healthz', h],
-      ['GET /api/user/me', m],
+    const chunkCount = Number(file.chunkCount ?? 0);
+    const stageAt = (at: number) => {
+      let current = stages[0]?.stage ?? 'queued';
+      for (const s of stages) if (s.at <= at) current = s.stage;
+      return current;
+    };
+    for (const [name, r, load] of [
+      ['GET /healthz', h, healthz],
+      ['GET /api/user/me', m, me],
     ] as const) {
-      if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name} during ingestion: ${r.non2xx} non-2xx, ${r.errors} errors`);
       record({
         scenario: `${name} during a ${text.length >> 20} MB ingestion`,
         metric: 'p99',
@@ -258,9 +275,16 @@ try {
         unit: 'ms',
         target: '≤ 50 ms',
         met: r.latency.p99 <= 50,
-        note: `p50 ${r.latency.p50} ms, max ${r.latency.max} ms, ${r.requests.total} requests at 100/s`,
+        // errors: requests cut off by stop() at the end, or timeouts (10 s): shown, not hidden
+        note: `p50 ${r.latency.p50} ms, max ${r.latency.max} ms, ${r.requests.total} requests at 100/s, ${r.non2xx} non-2xx, ${r.errors} errors (${r.timeouts} timeouts)`,
       });
+      const byStage = new Map<string, number[]>();
+      for (const s of load.samples) byStage.set(stageAt(s.at), [...(byStage.get(stageAt(s.at)) ?? []), s.ms]);
+      for (const [stage, list] of byStage) {
+        record({ scenario: `${name} during ingestion, stage ${stage}`, metric: 'p99', value: percentile(list, 99), unit: 'ms', note: `max ${percentile(list, 100)} ms, ${list.length} requests` });
+      }
     }
+    record({ scenario: 'ingestion stages (as polled through the API)', metric: 'timeline', value: null, unit: '', note: stages.map((s) => `${s.stage} +${((s.at - started) / 1000).toFixed(1)} s`).join(', ') });
     record({ scenario: `ingestion end to end (${text.length >> 20} MB through the API)`, metric: 'chunks/s', value: chunkCount / ingestSeconds, unit: 'chunks/s', note: `${chunkCount} chunks in ${ingestSeconds.toFixed(1)} s (upload, extract, chunk, embed, index)` });
   }
 
