@@ -11,6 +11,7 @@ import addFormatsModule from 'ajv-formats';
 import type { AppConfig } from './config.js';
 import type { AppContext, Providers } from './context.js';
 import { databaseOptionsFor, openDatabase, type Database } from './db/client.js';
+import type { EarlyPglite } from './db/early.js';
 import { registerErrorHandling } from './http/errors.plugin.js';
 import { registerMetrics } from './http/metrics.plugin.js';
 import type { App } from './http/types.js';
@@ -45,6 +46,8 @@ export interface BuildAppOptions {
    * given here is not closed with the app.
    */
   invalidationChannel?: InvalidationChannel<AuthInvalidation>;
+  /** The embedded database's worker, started before the app's modules loaded (cli serve). */
+  early?: EarlyPglite;
 }
 
 export type { App };
@@ -76,7 +79,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   const clock = options.clock ?? systemClock;
   const ownsDatabase = !options.database;
   const database =
-    options.database ?? (await openDatabase(databaseOptionsFor(config)));
+    options.database ?? (await openDatabase({ ...databaseOptionsFor(config), early: options.early }));
   if (!options.skipMigrations) await database.migrate();
 
   const app = Fastify({

@@ -316,19 +316,62 @@ describe('AuthCache unit rules', () => {
     assert.equal(loads, 4, 's2 was evicted');
   });
 
-  test('an entry is trusted for at most the TTL; TTL 0 disables the cache', async () => {
+  test('past the TTL an entry is served while one background read replaces it; past twice the TTL it is read first; TTL 0 disables', async () => {
     const cache = new AuthCache<string>({ maxEntries: 10, ttlMs: 1000, channel: new InProcessChannel() });
     let loads = 0;
-    const load = async () => (loads++, entry('u1'));
-    await cache.get('s1', 0, load);
-    await cache.get('s1', 999, load);
-    assert.equal(loads, 1);
-    await cache.get('s1', 1000, load);
-    assert.equal(loads, 2);
+    let version = 'v1';
+    let release: (() => void) | undefined;
+    const load = () => {
+      loads++;
+      const value = version;
+      return new Promise<CachedAuth<string>>((resolve) => (release = () => resolve({ ...entry('u1'), value })));
+    };
+    const first = cache.get('s1', 0, load);
+    release!();
+    assert.equal((await first)?.value, 'v1');
+    assert.equal((await cache.get('s1', 999, load))?.value, 'v1');
+    assert.equal(loads, 1, 'fresh: no read');
+
+    version = 'v2';
+    assert.equal((await cache.get('s1', 1000, load))?.value, 'v1', 'past the TTL: answered at once from the entry');
+    assert.equal(loads, 2, 'and one background read started');
+    assert.equal((await cache.get('s1', 1001, load))?.value, 'v1');
+    assert.equal(loads, 2, 'only one');
+    release!();
+    await new Promise((r) => setImmediate(r));
+    assert.equal((await cache.get('s1', 1002, load))?.value, 'v2', 'the background read replaced the entry');
+    assert.equal(cache.snapshotStats().refreshes, 1);
+
+    version = 'v3';
+    const late = cache.get('s1', 1000 + 2000, load);
+    assert.equal(loads, 3, 'past twice the TTL: read before answering');
+    release!();
+    assert.equal((await late)?.value, 'v3');
+
+    let plain = 0;
     const off = new AuthCache<string>({ maxEntries: 10, ttlMs: 0, channel: new InProcessChannel() });
-    await off.get('s1', 0, load);
-    await off.get('s1', 0, load);
-    assert.equal(loads, 4);
+    await off.get('s1', 0, async () => (plain++, entry('u1')));
+    await off.get('s1', 0, async () => (plain++, entry('u1')));
+    assert.equal(plain, 2);
+  });
+
+  test('an invalidation during a background read wins over its result', async () => {
+    const cache = new AuthCache<string>({ maxEntries: 10, ttlMs: 1000, channel: new InProcessChannel() });
+    let release: (() => void) | undefined;
+    let loads = 0;
+    const load = () => (loads++, new Promise<CachedAuth<string>>((resolve) => (release = () => resolve(entry('u1')))));
+    const first = cache.get('s1', 0, load);
+    release!();
+    await first;
+    await cache.get('s1', 1500, load); // starts the background read
+    cache.invalidateUser('u1');
+    release!();
+    await new Promise((r) => setImmediate(r));
+    assert.equal(cache.snapshotStats().size, 0, 'not put back');
+    const next = cache.get('s1', 1600, load);
+    assert.equal(loads, 3, 'the next request reads');
+    release!();
+    await next;
   });
 
   test('an unknown event drops everything', async () => {

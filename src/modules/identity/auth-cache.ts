@@ -29,15 +29,20 @@ interface Entry<T> extends CachedAuth<T> {
   staleAt: number;
   /** lastActivityAt as known to this node (written or queued for writing). */
   activityAt: number;
+  /** A background re-read is under way (the entry is past staleAt). */
+  refreshing?: boolean;
 }
 
 export interface AuthCacheOptions {
   /** Bound on the number of sessions kept; the least recently used goes first. */
   maxEntries: number;
   /**
-   * How long an entry is trusted without being invalidated. Every write this service makes
-   * invalidates at once; the age bound only limits the damage of a write made outside it (a SQL
-   * console, a future code path that forgot to publish). 0 disables the cache.
+   * How long an entry is trusted without a re-read. Every write this service makes invalidates at
+   * once; the age bound only limits the damage of a write made outside it (a SQL console, a future
+   * code path that forgot to publish). Past it, the entry is still served while one background
+   * re-read replaces it (a request never waits for that read: on the embedded database it could sit
+   * behind a long ingestion statement); past twice the TTL it is read again before answering.
+   * 0 disables the cache.
    */
   ttlMs: number;
   channel: InvalidationChannel<AuthInvalidation>;
@@ -46,6 +51,8 @@ export interface AuthCacheOptions {
 export interface AuthCacheStats {
   hits: number;
   misses: number;
+  /** Background re-reads of entries past their TTL. */
+  refreshes: number;
   /** Fills discarded because an invalidation happened while their query ran. */
   discardedFills: number;
   invalidations: number;
@@ -66,7 +73,7 @@ export class AuthCache<T> {
   private readonly entries = new Map<string, Entry<T>>();
   private generation = 0;
   private readonly unsubscribe: () => void;
-  readonly stats: Omit<AuthCacheStats, 'size'> = { hits: 0, misses: 0, discardedFills: 0, invalidations: 0, evictions: 0 };
+  readonly stats: Omit<AuthCacheStats, 'size'> = { hits: 0, misses: 0, refreshes: 0, discardedFills: 0, invalidations: 0, evictions: 0 };
 
   constructor(private readonly options: AuthCacheOptions) {
     this.unsubscribe = options.channel.subscribe((event) => this.apply(event));
@@ -90,11 +97,12 @@ export class AuthCache<T> {
       return loaded && { ...loaded, staleAt: 0, activityAt: Number.NEGATIVE_INFINITY };
     }
     const hit = this.entries.get(sessionId);
-    if (hit && hit.staleAt > nowMs) {
+    if (hit && hit.staleAt + this.options.ttlMs > nowMs) {
       this.stats.hits++;
       // most recently used last: Map iteration order is the eviction order
       this.entries.delete(sessionId);
       this.entries.set(sessionId, hit);
+      if (hit.staleAt <= nowMs && !hit.refreshing) this.refresh(sessionId, hit, nowMs, load);
       return hit;
     }
     this.stats.misses++;
@@ -114,6 +122,26 @@ export class AuthCache<T> {
       this.stats.evictions++;
     }
     return entry;
+  }
+
+  /** Re-reads an entry past its TTL without making a request wait; replaces it unless invalidated meanwhile. */
+  private refresh(sessionId: string, entry: Entry<T>, nowMs: number, load: () => Promise<CachedAuth<T> | undefined>): void {
+    entry.refreshing = true;
+    this.stats.refreshes++;
+    const generation = this.generation;
+    load().then(
+      (loaded) => {
+        if (this.entries.get(sessionId) !== entry) return; // invalidated or evicted meanwhile
+        if (!loaded || generation !== this.generation) {
+          this.entries.delete(sessionId);
+          return;
+        }
+        this.entries.set(sessionId, { ...loaded, staleAt: nowMs + this.options.ttlMs, activityAt: entry.activityAt });
+      },
+      () => {
+        if (this.entries.get(sessionId) === entry) this.entries.delete(sessionId); // the next request reads
+      },
+    );
   }
 
   /** Publishes on the channel: applied here at once, and on every other node. */
