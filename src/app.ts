@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import Fastify, { type FastifyReply } from 'fastify';
+import Fastify, { type FastifyReply, type RouteOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
 import cookie from '@fastify/cookie';
 import rateLimit from '@fastify/rate-limit';
@@ -48,6 +48,11 @@ export interface BuildAppOptions {
   invalidationChannel?: InvalidationChannel<AuthInvalidation>;
   /** The embedded database's worker, started before the app's modules loaded (cli serve). */
   early?: EarlyPglite;
+  /**
+   * Called for every route as it is registered (method, url template, schema), before the app is
+   * ready: the authorization matrix and the fuzzer read the route table of the real app through it.
+   */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 export type { App };
@@ -104,6 +109,10 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     forceCloseConnections: 'idle',
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
+  if (options.onRoute) {
+    const onRoute = options.onRoute;
+    app.addHook('onRoute', (route) => onRoute(route));
+  }
   app.setValidatorCompiler(validatorCompilers());
   // JSON as Fastify parses it (prototype-poisoning safe), except that an empty body is "no body":
   // clients often send `content-type: application/json` on POSTs that take none (mfa-enroll, sanitize).
