@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyReply, type RouteOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
 import cookie from '@fastify/cookie';
+import cors from '@fastify/cors';
+import helmet from '@fastify/helmet';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -107,6 +110,9 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // Errors Node's HTTP parser raises before there is a request (headers too large, a timeout, a
+    // malformed request line) still answer with the contract's body.
+    clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   if (options.onRoute) {
@@ -129,6 +135,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   app.addSchema(ErrorBodySchema);
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // API answers carry tokens and personal data: no shared or browser cache keeps them.
+    if (request.url.startsWith('/api/') && !reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     // While shutting down, answers to in-flight requests close their keep-alive connection, so the
     // server can finish draining instead of waiting for idle clients to hang up.
     if (closing) reply.header('connection', 'close');
@@ -158,6 +166,24 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   app.decorateRequest('auth', null);
 
   registerErrorHandling(app);
+  // JSON only, so no content security policy is needed on the API (and /docs needs its inline script);
+  // nosniff, frame and referrer protection everywhere; HSTS when configured (behind TLS).
+  await app.register(helmet, {
+    contentSecurityPolicy: false,
+    hsts: config.hstsMaxAgeSeconds > 0 ? { maxAge: config.hstsMaxAgeSeconds, includeSubDomains: true } : false,
+  });
+  // Cross-origin browsers are allowed only from the configured origins. Without CORS_ORIGINS the plugin
+  // is not registered at all: no CORS headers, and no preflight route (OPTIONS is then a plain 404).
+  if (config.corsOrigins.length > 0) {
+    await app.register(cors, {
+      origin: config.corsOrigins,
+      credentials: true,
+      methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+      allowedHeaders: ['authorization', 'x-access-token', 'content-type', 'x-request-id'],
+      exposedHeaders: ['retry-after', 'x-request-id'],
+      maxAge: 600,
+    });
+  }
   await app.register(cookie);
   await app.register(rateLimit, {
     global: false,
@@ -194,7 +220,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  registerMetrics(app);
+  registerMetrics(app, { token: config.metricsToken });
   await healthRoutes(app, ctx);
   const identity = await identityRoutes(app, ctx);
   await tenancyRoutes(app, ctx);
@@ -222,6 +248,23 @@ async function invalidationChannelFor(config: AppConfig, app: App): Promise<Inva
     resetEvent: { kind: 'all' },
     onError: (err) => app.log.warn({ err }, 'auth invalidation channel (Redis) error; entries are dropped on reconnect'),
   });
+}
+
+/** Status, code and message for the errors Node's HTTP parser raises before Fastify sees a request. */
+function answerClientError(this: { log: { trace(o: object, m: string): void } }, err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, body] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', errorBody('HEADERS_TOO_LARGE', 'Request header fields are too large')]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', errorBody('REQUEST_TIMEOUT', 'The request took too long to arrive')]
+        : [400, 'Bad Request', errorBody('VALIDATION_FAILED', 'The request is not valid HTTP')];
+  this.log.trace({ err }, 'client error');
+  if (socket.writable) {
+    const text = JSON.stringify(body);
+    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${text}`);
+  }
+  socket.destroy(err);
 }
 
 function lazyProviders(config: AppConfig, database: Database, app: App, given: Partial<Providers>): Providers {

@@ -43,6 +43,18 @@ export interface AppConfig {
   authCacheTtlSeconds: number;
   /** Run the embedded database in a worker thread (keeps its statements off the request loop). */
   pgliteWorker: boolean;
+  /** GET /api/dev/outbox exists (for superadmins) only when true, and never in production. */
+  devOutbox: boolean;
+  /** Wrong-or-right currentPassword checks per user per login window (PATCH /api/user/me). */
+  passwordCheckRateLimitPerUser: number;
+  /** Refused (already used) e-mails per admin per hour before that admin may create no user until the hour ends. */
+  adminEmailConflictsPerHour: number;
+  /** Origins allowed by CORS (exact `scheme://host[:port]`); empty: no CORS headers at all. */
+  corsOrigins: string[];
+  /** Strict-Transport-Security max-age; 0: no HSTS header. */
+  hstsMaxAgeSeconds: number;
+  /** Bearer token for /metrics; without it /metrics answers loopback callers only. */
+  metricsToken?: string;
   llm: LlmConfig;
   embeddings: EmbeddingsConfig;
 }
@@ -177,6 +189,28 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
   if (jwtSecret && jwtSecret.length < 32) problems.push('JWT_SECRET must have at least 32 characters');
   if (encryptionKey && encryptionKey.length < 32) problems.push('ENCRYPTION_KEY must have at least 32 characters');
 
+  const devOutbox = bool('DEV_OUTBOX', false);
+  if (devOutbox && production) problems.push('DEV_OUTBOX=true is not allowed when NODE_ENV=production (the outbox shows MFA codes)');
+
+  const corsOrigins: string[] = [];
+  for (const raw of (str('CORS_ORIGINS') ?? '').split(',').map((o) => o.trim()).filter(Boolean)) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(raw);
+    } catch {
+      parsed = undefined;
+    }
+    const allowedScheme = parsed && (parsed.protocol === 'https:' || (parsed.protocol === 'http:' && !production));
+    if (!parsed || !allowedScheme || parsed.origin !== raw.replace(/\/$/, '')) {
+      problems.push(`CORS_ORIGINS must be a comma-separated list of exact origins like https://app.example.com (http: only outside production; no *, paths or wildcards); got "${raw}"`);
+      continue;
+    }
+    corsOrigins.push(parsed.origin);
+  }
+
+  const metricsToken = str('METRICS_TOKEN');
+  if (metricsToken !== undefined && metricsToken.length < 16) problems.push('METRICS_TOKEN must have at least 16 characters');
+
   const config: AppConfig = {
     nodeEnv,
     port: int('PORT', 3000, 0, 65535),
@@ -210,6 +244,12 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     authCacheMaxEntries: int('AUTH_CACHE_MAX_ENTRIES', 10_000, 0, 10_000_000),
     authCacheTtlSeconds: int('AUTH_CACHE_TTL_SECONDS', 60, 0, 86_400),
     pgliteWorker: bool('PGLITE_WORKER', nodeEnv !== 'test'),
+    devOutbox,
+    passwordCheckRateLimitPerUser: int('PASSWORD_CHECK_RATE_LIMIT_PER_USER', 10, 1, 100_000),
+    adminEmailConflictsPerHour: int('ADMIN_EMAIL_CONFLICTS_PER_HOUR', 5, 1, 100_000),
+    corsOrigins,
+    hstsMaxAgeSeconds: int('HSTS_MAX_AGE_SECONDS', 0, 0, 2 * 365 * 86_400),
+    metricsToken,
     llm,
     embeddings,
     ...overrides,

@@ -67,6 +67,7 @@ describe('admin management routes (accounts, institutions, users, memberships, c
       { method: 'PATCH', url: `/api/admin/user/${w.userA1.id}`, payload: { fname: 'Hijacked' }, otherAccountAdmin: 404 },
       { method: 'DELETE', url: `/api/admin/user/${w.userA1.id}`, otherAccountAdmin: 404 },
       { method: 'POST', url: `/api/admin/user/${w.userA1.id}/credits`, payload: { amount: 5 }, otherAccountAdmin: 404 },
+      { method: 'POST', url: '/api/admin/credits/transfer', payload: { from: { institution: w.a1.id }, to: { user: w.userA1.id }, amount: 1 }, otherAccountAdmin: 404 },
       { method: 'POST', url: '/api/admin/membership', payload: { user: w.userA1.id, institution: w.a1.id, role: 'admin' }, otherAccountAdmin: 404 },
       { method: 'DELETE', url: '/api/admin/membership', payload: { user: w.userA1.id, institution: w.a1.id }, otherAccountAdmin: 404 },
     ];
@@ -466,7 +467,7 @@ describe('admin management routes (accounts, institutions, users, memberships, c
 
     const dup = await call('POST', '/api/admin/user', tok.adminA, newUserBody({ email: body.email.toUpperCase() }));
     const dupBody = expectError(dup, 409, 'CONFLICT');
-    assert.match(dupBody.message, /already exists/);
+    assert.match(dupBody.message, /cannot be used/);
 
     const read = await call('GET', `/api/admin/user/${d._id}`, tok.adminA);
     assert.equal(read.statusCode, 200);
@@ -733,7 +734,11 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     assert.equal((await call('PATCH', `/api/admin/user/${boss.id}`, tok.adminA, { password: 'account-admin-set' })).statusCode, 200);
     await login(t.app, boss.email, 'account-admin-set');
     assert.equal((await call('PATCH', `/api/admin/user/${only.id}`, tok.adminA, { role: 'accountadmin' })).json().data.role, 'accountadmin');
-    assert.equal((await call('POST', `/api/admin/user/${only.id}/credits`, tok.adminA, { amount: 1 })).statusCode, 200);
+    // credits: it cannot mint (403) but moves credits of its account to the user
+    expectError(await call('POST', `/api/admin/user/${only.id}/credits`, tok.adminA, { amount: 1 }), 403, 'FORBIDDEN');
+    assert.equal((await call('POST', `/api/admin/institution/${w.a2.id}/credits`, tok.root, { amount: 1 })).statusCode, 200);
+    const moved = await call('POST', '/api/admin/credits/transfer', tok.adminA, { from: { institution: w.a2.id }, to: { user: only.id }, amount: 1 });
+    assert.equal(moved.statusCode, 200, moved.body);
     // and it still manages the enrolments of its institutions, for users enrolled abroad too
     const abroad = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.b1.id]: 'admin' } });
     assert.equal((await call('POST', '/api/admin/membership', tok.adminA, { user: abroad.id, institution: w.a2.id, role: 'admin' })).statusCode, 201);
@@ -753,9 +758,9 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     assert.equal(Number((await findInstitution(t.database.db, inst.id))?.credits), 123457.7891);
 
     const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
-    expectInvalid(await call('POST', `/api/admin/user/${u.id}/credits`, tok.adminA, { amount: 2.00005 }), 'amount');
+    expectInvalid(await call('POST', `/api/admin/user/${u.id}/credits`, tok.root, { amount: 2.00005 }), 'amount');
     assert.equal(Number((await findUserById(t.database.db, u.id))?.credits), 0);
-    assert.equal((await call('POST', `/api/admin/user/${u.id}/credits`, tok.adminA, { amount: 2.0005 })).json().data.credits, 2.0005);
+    assert.equal((await call('POST', `/api/admin/user/${u.id}/credits`, tok.root, { amount: 2.0005 })).json().data.credits, 2.0005);
 
     // opening balances and awards, on create and patch
     const post = (extra: object) => call('POST', '/api/admin/institution', tok.root, { account: w.accountA.id, name: 'Precise Campus', ainame: 'P', ...extra });
@@ -777,14 +782,16 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     assert.equal(rich.json().data.credits, 5.5555);
   });
 
-  test('a new member of an institution with poolCredits false receives creditAward exactly once', async () => {
-    const inst = (await call('POST', '/api/admin/institution', tok.adminA, { account: w.accountA.id, name: 'Own Wallets', ainame: 'W', poolCredits: false, creditAward: 250 })).json().data;
-    const pooled = (await call('POST', '/api/admin/institution', tok.adminA, { account: w.accountA.id, name: 'Pooled', ainame: 'P', poolCredits: true, creditAward: 999 })).json().data;
+  test('a new member of an institution with poolCredits false receives creditAward exactly once, from the institution', async () => {
+    const inst = (await call('POST', '/api/admin/institution', tok.root, { account: w.accountA.id, name: 'Own Wallets', ainame: 'W', poolCredits: false, creditAward: 250, credits: 10_000 })).json().data;
+    const pooled = (await call('POST', '/api/admin/institution', tok.root, { account: w.accountA.id, name: 'Pooled', ainame: 'P', poolCredits: true, creditAward: 999, credits: 10_000 })).json().data;
 
-    // on creation through the admin user route: opening balance + award
-    const created = await call('POST', '/api/admin/user', tok.adminA, newUserBody({ credits: 10, institutions: [{ institution: inst._id, role: 'user' }, { institution: pooled._id, role: 'user' }] }));
+    // on creation through the admin user route: opening balance (a superadmin's) + award
+    const created = await call('POST', '/api/admin/user', tok.root, newUserBody({ credits: 10, institutions: [{ institution: inst._id, role: 'user' }, { institution: pooled._id, role: 'user' }] }));
     assert.equal(created.statusCode, 201);
     assert.equal(created.json().data.credits, 260);
+    assert.equal(Number((await findInstitution(t.database.db, inst._id))?.credits), 10_000 - 250);
+    assert.equal(Number((await findInstitution(t.database.db, pooled._id))?.credits), 10_000);
 
     // through the membership route, with 10 concurrent enrolments of the same user
     const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a2.id]: 'user' } });
@@ -798,23 +805,27 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     await call('POST', '/api/admin/membership', tok.adminA, { user: u.id, institution: inst._id, role: 'admin' });
     await call('POST', '/api/admin/membership', tok.adminA, { user: u.id, institution: pooled._id, role: 'user' });
     assert.equal(Number((await findUserById(t.database.db, u.id))?.credits), 250);
+    assert.equal(Number((await findInstitution(t.database.db, inst._id))?.credits), 10_000 - 500);
   });
 
   // ───────────── credits ─────────────
 
   test('institution credits: top-up, correction, permissions, validation', async () => {
     const inst = await makeInstitution(t.database, w.accountA.id, { credits: 100 });
-    const up = await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.adminA, { amount: 50.5 });
+    // minting is a superadmin's act: the account admin gets 403 and nothing changes
+    expectError(await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.adminA, { amount: 50.5 }), 403, 'FORBIDDEN');
+    assert.equal(Number((await findInstitution(t.database.db, inst.id))?.credits), 100);
+    const up = await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount: 50.5 });
     assert.equal(up.statusCode, 200);
     assert.deepEqual(up.json(), { success: true, data: { _id: inst.id, credits: 150.5 } });
     const down = await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount: -0.5 });
     assert.deepEqual(down.json().data, { _id: inst.id, credits: 150 });
 
-    const tooMuch = await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.adminA, { amount: -150.0001 });
+    const tooMuch = await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount: -150.0001 });
     const body = expectError(tooMuch, 400, 'VALIDATION_FAILED');
     assert.equal(body.error.details[0].field, 'amount');
     assert.equal(Number((await findInstitution(t.database.db, inst.id))?.credits), 150);
-    assert.equal((await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.adminA, { amount: -150 })).json().data.credits, 0);
+    assert.equal((await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount: -150 })).json().data.credits, 0);
 
     expectError(await call('POST', `/api/admin/institution/${w.a1.id}/credits`, tok.instAdminA1, { amount: 10 }), 403, 'FORBIDDEN');
     expectError(await call('POST', `/api/admin/institution/${newId()}/credits`, tok.root, { amount: 10 }), 404, 'NOT_FOUND');
@@ -831,7 +842,7 @@ describe('admin management routes (accounts, institutions, users, memberships, c
   test('institution credits: 50 concurrent +/− changes add up exactly; concurrent debits never overdraw', async () => {
     const inst = await makeInstitution(t.database, w.accountA.id, { credits: 1000 });
     const amounts = Array.from({ length: 50 }, (_, i) => (i % 5 < 3 ? 3 : -2)); // 30 × +3, 20 × −2
-    const res = await Promise.all(amounts.map((amount) => call('POST', `/api/admin/institution/${inst.id}/credits`, tok.adminA, { amount })));
+    const res = await Promise.all(amounts.map((amount) => call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount })));
     assert.ok(res.every((r) => r.statusCode === 200));
     assert.equal(Number((await findInstitution(t.database.db, inst.id))?.credits), 1000 + 30 * 3 - 20 * 2);
 
@@ -845,7 +856,7 @@ describe('admin management routes (accounts, institutions, users, memberships, c
   test('user credits: top-up, concurrency, overdraw refused, scoping', async () => {
     const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
     const res = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => call('POST', `/api/admin/user/${u.id}/credits`, tok.adminA, { amount: i % 2 === 0 ? 2 : -1 })),
+      Array.from({ length: 50 }, (_, i) => call('POST', `/api/admin/user/${u.id}/credits`, tok.root, { amount: i % 2 === 0 ? 2 : -1 })),
     );
     // the first request may be a −1 on an empty balance: only successful ones count
     const applied = res.reduce((sum, r, i) => (r.statusCode === 200 ? sum + (i % 2 === 0 ? 2 : -1) : sum), 0);
@@ -854,7 +865,7 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     assert.ok(applied >= 25);
 
     const before = Number((await findUserById(t.database.db, u.id))?.credits);
-    const over = await call('POST', `/api/admin/user/${u.id}/credits`, tok.adminA, { amount: -(before + 1) });
+    const over = await call('POST', `/api/admin/user/${u.id}/credits`, tok.root, { amount: -(before + 1) });
     expectError(over, 400, 'VALIDATION_FAILED');
     assert.equal(Number((await findUserById(t.database.db, u.id))?.credits), before);
     const ok = await call('POST', `/api/admin/user/${u.id}/credits`, tok.root, { amount: 5 });
@@ -862,7 +873,8 @@ describe('admin management routes (accounts, institutions, users, memberships, c
 
     expectError(await call('POST', `/api/admin/user/${u.id}/credits`, tok.instAdminA1, { amount: 5 }), 403, 'FORBIDDEN');
     expectError(await call('POST', `/api/admin/user/${w.superadmin.id}/credits`, tok.adminA, { amount: 5 }), 403, 'FORBIDDEN');
-    expectInvalid(await call('POST', `/api/admin/user/${u.id}/credits`, tok.adminA, { amount: 0 }), 'amount');
+    expectError(await call('POST', `/api/admin/user/${u.id}/credits`, tok.adminA, { amount: 5 }), 403, 'FORBIDDEN');
+    expectInvalid(await call('POST', `/api/admin/user/${u.id}/credits`, tok.root, { amount: 0 }), 'amount');
   });
 
   test('OpenAPI documents every admin route under the admin tag with security', async () => {
@@ -885,6 +897,7 @@ describe('admin management routes (accounts, institutions, users, memberships, c
       ['/api/admin/user/{id}', 'patch'],
       ['/api/admin/user/{id}', 'delete'],
       ['/api/admin/user/{id}/credits', 'post'],
+      ['/api/admin/credits/transfer', 'post'],
       ['/api/admin/membership', 'post'],
       ['/api/admin/membership', 'delete'],
     ];

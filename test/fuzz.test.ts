@@ -13,6 +13,7 @@
  * restricts the run to one route.
  */
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import v8 from 'node:v8';
 import vm from 'node:vm';
@@ -95,13 +96,15 @@ function requestArb(route: { method: string; url: string; schema?: Record<string
   const schema = (route.schema ?? {}) as { params?: JsonSchema; querystring?: JsonSchema; body?: JsonSchema };
   const o = { ids };
   const paramNames = [...route.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
-  const segment = fc.oneof(
-    { arbitrary: fc.constantFrom(...ids), weight: 4 },
-    { arbitrary: fc.uuid({ version: 7 }), weight: 2 },
-    { arbitrary: fc.constantFrom(...BAD_PATH_SEGMENTS), weight: 2 },
-    { arbitrary: hostileString.map(encode), weight: 2 },
-  );
-  const path = fc.tuple(...paramNames.map(() => segment), fc.constantFrom('swagger-ui.css', 'index.html', '../../package.json', '%2e%2e/%2e%2e/package.json', 'x'.repeat(300))).map((values) => {
+  // Each path parameter: a real id, a value of its own schema, or something hostile.
+  const segment = (name: string) =>
+    fc.oneof(
+      { arbitrary: fc.constantFrom(...ids), weight: 4 },
+      { arbitrary: schema.params?.properties?.[name] ? validValue(schema.params.properties[name]!, o).map((v) => encode(String(v))) : fc.uuid({ version: 7 }), weight: 2 },
+      { arbitrary: fc.constantFrom(...BAD_PATH_SEGMENTS), weight: 2 },
+      { arbitrary: hostileString.map(encode), weight: 2 },
+    );
+  const path = fc.tuple(...paramNames.map(segment), fc.constantFrom('swagger-ui.css', 'index.html', '../../package.json', '%2e%2e/%2e%2e/package.json', 'x'.repeat(300))).map((values) => {
     let i = 0;
     return route.url.replace(/:([A-Za-z0-9_]+)/g, () => values[i++] as string).replace(/\*$/, () => values[values.length - 1] as string);
   });
@@ -212,10 +215,10 @@ describe('fuzzing every route from its own schema', () => {
     const runsPerRoute = Math.ceil(BUDGET / routes.length);
     t.diagnostic(`seed ${BASE_SEED}: ${routes.length} routes × ${runsPerRoute} requests (replay: FUZZ_SEED=${BASE_SEED} npx tsx --test test/fuzz.test.ts)`);
     const failures: string[] = [];
+    let sinceRevive = 0;
     for (const [index, route] of routes.entries()) {
       const seed = BASE_SEED + w.routes.indexOf(route);
       const routeStarted = Date.now();
-      let sinceRevive = 0;
       const result = await fc.check(
         fc.asyncProperty(requestArb(route as { method: string; url: string; schema?: Record<string, unknown> }, ids), async (r) => {
           if (++sinceRevive >= 100) {
@@ -248,7 +251,50 @@ describe('fuzzing every route from its own schema', () => {
     assert.ok(sent >= BUDGET, `only ${sent} requests were sent`);
   });
 
+  test('forged and malformed tokens are 401 on every secured route', async () => {
+    const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
+    const now = Math.floor(Date.now() / 1000);
+    const superSession = await w.sessionFor('superadmin');
+    const memberSession = await w.sessionFor('member');
+    const superId = w.users.superadmin.id;
+    const claims = { sub: superId, sid: superSession.sessionId, inst: null, typ: 'access', iat: now, exp: now + 600 };
+    const hmac = (alg: 'sha256' | 'sha512', key: string, header: object, payload: object) => {
+      const input = `${b64(header)}.${b64(payload)}`;
+      return `${input}.${createHmac(alg, key).update(input).digest('base64url')}`;
+    };
+    const secret = w.t.config.jwtSecret;
+    const forged: Array<[string, string]> = [
+      ['alg none', `${b64({ alg: 'none', typ: 'JWT' })}.${b64(claims)}.`],
+      ['alg None, empty signature', `${b64({ alg: 'None' })}.${b64(claims)}.`],
+      ['HS256 with an empty key', hmac('sha256', '', { alg: 'HS256', typ: 'JWT' }, claims)],
+      ['HS512 with the real key (algorithm not allowed)', hmac('sha512', secret, { alg: 'HS512', typ: 'JWT' }, claims)],
+      ['typ refresh with the real key', hmac('sha256', secret, { alg: 'HS256', typ: 'JWT' }, { ...claims, typ: 'refresh' })],
+      ['no typ with the real key', hmac('sha256', secret, { alg: 'HS256', typ: 'JWT' }, { sub: superId, sid: superSession.sessionId, iat: now, exp: now + 600 })],
+      ["superadmin's id on the member's session (real key)", hmac('sha256', secret, { alg: 'HS256', typ: 'JWT' }, { ...claims, sid: memberSession.sessionId })],
+      ['issued in the future (real key, iat +1 day, exp +1 day)', hmac('sha256', secret, { alg: 'HS256', typ: 'JWT' }, { ...claims, iat: now + 86_400, exp: now + 86_400, nbf: now + 86_400 })],
+      ['a refresh token as access token', superSession.refreshToken],
+      ['signature of another token', `${superSession.accessToken.split('.').slice(0, 2).join('.')}.${memberSession.accessToken.split('.')[2]}`],
+      ['three dots', '...'],
+      ['10 kB of base64', 'A'.repeat(10_000)],
+    ];
+    const secured = w.routes.filter((r) => Array.isArray((r.schema as { security?: unknown } | undefined)?.security));
+    assert.ok(secured.length > 20, 'the route table has the secured routes');
+    const problems: string[] = [];
+    for (const route of secured) {
+      const url = route.url.replace(/:([A-Za-z0-9_]+)/g, () => w.records.fileA1.id);
+      for (const [name, token] of forged) {
+        for (const headers of [{ authorization: `Bearer ${token}` }, { 'x-access-token': token }]) {
+          const res = await w.app.inject({ method: route.method as 'GET', url, headers });
+          sent++;
+          if (res.statusCode !== 401) problems.push(`${route.method} ${route.url} with ${name} (${Object.keys(headers)[0]}): ${res.statusCode} ${res.body.slice(0, 120)}`);
+        }
+      }
+    }
+    assert.deepEqual(problems, []);
+  });
+
   test('hostile multipart uploads at the HTTP layer are clear 4xx answers', async () => {
+    await reviveSessions(); // the fuzzed requests may have logged the member out
     const token = tokens.get('member')!;
     const post = (payload: string | Buffer, contentType: string) =>
       w.app.inject({ method: 'POST', url: '/api/user/files', headers: { authorization: `Bearer ${token}`, 'content-type': contentType }, payload });
@@ -293,7 +339,7 @@ describe('fuzzing every route from its own schema', () => {
     assert.match(name, /^a+(\.txt)?$/);
   });
 
-  test('the process is alive and its heap bounded after the run', async () => {
+  test('the process is alive and its heap bounded after the run', async (t) => {
     const health = await w.app.inject({ method: 'GET', url: '/healthz' });
     assert.equal(health.statusCode, 200);
     await reviveSessions();
@@ -302,6 +348,7 @@ describe('fuzzing every route from its own schema', () => {
     gc();
     const heapAfter = process.memoryUsage().heapUsed;
     const growthMb = (heapAfter - heapBefore) / 2 ** 20;
+    t.diagnostic(`heapUsed ${(heapBefore / 2 ** 20).toFixed(1)} MB before, ${(heapAfter / 2 ** 20).toFixed(1)} MB after ${sent} requests (gc before each measure)`);
     // Generous: rate-limit buckets and caches may keep a little; a leak per request would be far above.
     assert.ok(growthMb < 150, `heap grew by ${growthMb.toFixed(1)} MB over ${sent} requests (before ${(heapBefore / 2 ** 20).toFixed(1)} MB)`);
   });

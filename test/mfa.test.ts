@@ -6,6 +6,7 @@ import type { InjectOptions } from 'fastify';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import { mfaChallenges, trustedDevices } from '../src/db/schema.js';
+import { listOutboxMessages } from '../src/providers/mail/outbox.js';
 import { updateUser } from '../src/modules/identity/identity.repository.js';
 import { ManualClock } from '../src/shared/clock.js';
 import { bearer, login, makeAccount, makeInstitution, makeUser, PASSWORD, startTestApp, type TestApp } from './support/app.js';
@@ -606,9 +607,7 @@ describe('mfa: enrolment, login second factor, trusted devices (real SMTP)', () 
   });
 
   test('the dev outbox is not used when SMTP is configured', async () => {
-    const res = await inject({ method: 'GET', url: '/api/dev/outbox' });
-    assert.equal(res.statusCode, 200);
-    assert.deepEqual(res.json().messages, []);
+    assert.deepEqual(await listOutboxMessages(t.database.db, { limit: 50 }), []);
   });
 });
 
@@ -678,9 +677,12 @@ describe('mfa: configuration variants', () => {
     }
   });
 
-  test('development without SMTP_URL: the code lands in the outbox, shown by GET /api/dev/outbox', async () => {
-    const t = await startTestApp({ env: { NODE_ENV: 'development' } });
+  test('development without SMTP_URL: the code lands in the outbox, shown to a superadmin by GET /api/dev/outbox (DEV_OUTBOX=true)', async () => {
+    const t = await startTestApp({ env: { NODE_ENV: 'development', DEV_OUTBOX: 'true' } });
     try {
+      const rootAccount = await makeAccount(t.database);
+      const root = await makeUser(t.database, { accountId: rootAccount.id, role: 'superadmin' });
+      const rootToken = (await login(t.app, root.email)).accessToken;
       assert.equal(t.app.ctx.providers.mail.kind, 'outbox');
       assert.equal(t.config.cookieSecure, false);
       const account = await makeAccount(t.database);
@@ -695,12 +697,12 @@ describe('mfa: configuration variants', () => {
       assert.equal(started.statusCode, 200, started.body);
       assert.equal((await t.app.inject({ method: 'POST', url: '/api/user/me/mfa-enroll', headers: bearer(o.accessToken) })).statusCode, 200);
 
-      const all = await t.app.inject({ method: 'GET', url: '/api/dev/outbox' });
+      const all = await t.app.inject({ method: 'GET', url: '/api/dev/outbox', headers: bearer(rootToken) });
       assert.equal(all.statusCode, 200);
       assert.equal(all.json().messages.length, 2);
       assert.equal(all.json().messages[0].to, other.email, 'latest first');
 
-      const res = await t.app.inject({ method: 'GET', url: `/api/dev/outbox?to=${encodeURIComponent(user.email.toUpperCase())}` });
+      const res = await t.app.inject({ method: 'GET', url: `/api/dev/outbox?to=${encodeURIComponent(user.email.toUpperCase())}`, headers: bearer(rootToken) });
       assert.equal(res.statusCode, 200);
       const messages = res.json().messages;
       assert.equal(messages.length, 1);
@@ -718,16 +720,18 @@ describe('mfa: configuration variants', () => {
         payload: { challengeId: started.json().challengeId, code },
       });
       assert.equal(verified.statusCode, 200, verified.body);
-      assert.equal((await t.app.inject({ method: 'GET', url: '/api/dev/outbox?limit=0' })).statusCode, 400);
+      assert.equal((await t.app.inject({ method: 'GET', url: '/api/dev/outbox?limit=0', headers: bearer(rootToken) })).statusCode, 400);
     } finally {
       await t.close();
     }
   });
 
-  test('the outbox route exists in test mode too', async () => {
-    const t = await startTestApp();
+  test('the outbox route exists in test mode only with DEV_OUTBOX=true', async () => {
+    const t = await startTestApp({ env: { DEV_OUTBOX: 'true' } });
     try {
-      const res = await t.app.inject({ method: 'GET', url: '/api/dev/outbox' });
+      const account = await makeAccount(t.database);
+      const root = await makeUser(t.database, { accountId: account.id, role: 'superadmin' });
+      const res = await t.app.inject({ method: 'GET', url: '/api/dev/outbox', headers: bearer((await login(t.app, root.email)).accessToken) });
       assert.equal(res.statusCode, 200);
       assert.deepEqual(res.json(), { success: true, messages: [] });
     } finally {

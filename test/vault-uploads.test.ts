@@ -477,8 +477,17 @@ describe('vault uploads: list, get, download, patch, delete', () => {
     const up = await uploadOk(t.app, tokenA1, { name: 'p.txt', content: 'patch me' });
     const patch = (id: string, payload: object, token = tokenA1) => t.app.inject({ method: 'PATCH', url: `/api/user/files/${id}`, headers: bearer(token), payload });
 
-    const early = await patch(up._id, { status: 'inactive' });
-    if (early.statusCode === 409) assert.equal(early.json().message, 'The file is still being processed; its status can change once ingestion has finished');
+    // A file still being ingested: its status cannot change yet (a row held in `processing`, so the
+    // answer does not depend on how fast the worker is).
+    const pending = newId();
+    await t.database.db.execute(
+      sql`insert into uploads (id, originalname, filesize, mimetype, scope, owner_user_id, account_id, status, storage_key, sha256)
+          values (${pending}, 'pending.txt', 1, 'text/plain', 'personal', ${w.userA1.id}, ${w.accountA.id}, 'processing', ${`test/${pending}`}, ${'0'.repeat(64)})`,
+    );
+    const early = await patch(pending, { status: 'inactive' });
+    assert.equal(early.statusCode, 409, early.body);
+    assert.equal(early.json().error.code, 'CONFLICT');
+    assert.equal(early.json().message, 'The file is still being processed; its status can change once ingestion has finished');
     await waitForIngestion(t.app, tokenA1, up._id);
 
     const res = await patch(up._id, { file_title: 'Patched', status: 'inactive', confidential: true });

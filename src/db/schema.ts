@@ -154,6 +154,8 @@ export const sessions = pgTable(
     accountId: text('account_id').notNull(),
     institutionId: text('institution_id'),
     refreshHash: text('refresh_hash').notNull(),
+    /** The hash the last rotation replaced: presenting it again is reuse of a once-valid token (revokes). */
+    previousRefreshHash: text('previous_refresh_hash'),
     ip: text('ip').notNull().default(''),
     ua: text('ua').notNull().default(''),
     createdAt: created(),
@@ -386,4 +388,22 @@ export const creditAwards = pgTable(
     createdAt: created(),
   },
   (t) => [primaryKey({ columns: [t.userId, t.institutionId] })],
+);
+
+// ───────────── hardening (issue 7) ─────────────
+
+/**
+ * Which institution an LTI context id maps to: the primary key makes a context id belong to one
+ * institution across every tenant. Kept in the same transaction as `institutions.lti_context_ids`,
+ * which stays the list the API shows.
+ */
+export const institutionLtiContexts = pgTable(
+  'institution_lti_contexts',
+  {
+    contextId: text('context_id').primaryKey(),
+    institutionId: text('institution_id')
+      .notNull()
+      .references(() => institutions.id, { onDelete: 'cascade' }),
+  },
+  (t) => [index('institution_lti_contexts_institution_idx').on(t.institutionId)],
 );

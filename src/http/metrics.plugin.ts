@@ -1,8 +1,24 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { safeEqualText } from '../shared/crypto.js';
+import { unauthenticated } from '../shared/errors.js';
 
-/** Prometheus metrics at /metrics: request counts and latency histograms per route template. */
-export function registerMetrics(app: FastifyInstance): Registry {
+const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+
+const isProxied = (headers: Record<string, unknown>) => headers['x-forwarded-for'] !== undefined || headers.forwarded !== undefined || headers['x-real-ip'] !== undefined;
+
+export interface MetricsOptions {
+  /** Bearer token required from every caller; without it only loopback callers are answered. */
+  token?: string;
+}
+
+/**
+ * Prometheus metrics at /metrics: request counts and latency histograms per route template.
+ * Who may read them: with METRICS_TOKEN, whoever sends `Authorization: Bearer <token>`; without it,
+ * only callers on the loopback interface (a scraper on the same host or a sidecar) whose request no
+ * proxy forwarded (no X-Forwarded-For / Forwarded / X-Real-IP); anyone else 401.
+ */
+export function registerMetrics(app: FastifyInstance, options: MetricsOptions = {}): Registry {
   // A registry per app instance, so that several apps in one process (tests) do not collide.
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -27,7 +43,15 @@ export function registerMetrics(app: FastifyInstance): Registry {
     duration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
   });
 
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+    if (options.token) {
+      const header = request.headers.authorization;
+      const presented = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim())?.[1] : undefined;
+      if (!presented || !safeEqualText(presented, options.token)) throw unauthenticated('/metrics needs Authorization: Bearer <METRICS_TOKEN>');
+    } else if (!LOOPBACK.has(request.socket.remoteAddress ?? '') || !LOOPBACK.has(request.ip) || isProxied(request.headers)) {
+      // A request a local reverse proxy forwarded also arrives from loopback: it carries a forwarding header.
+      throw unauthenticated('/metrics answers loopback callers only; set METRICS_TOKEN to scrape it from elsewhere');
+    }
     reply.header('content-type', registry.contentType);
     return registry.metrics();
   });

@@ -33,3 +33,8 @@ export function decryptSecret(encryptionKey: string, sealed: string): string {
   decipher.setAuthTag(Buffer.from(tag, 'base64url'));
   return Buffer.concat([decipher.update(Buffer.from(data, 'base64url')), decipher.final()]).toString('utf8');
 }
+
+/** Compares two secrets of any length in constant time (their digests are compared). */
+export function safeEqualText(a: string, b: string): boolean {
+  return timingSafeEqual(createHash('sha256').update(a).digest(), createHash('sha256').update(b).digest());
+}

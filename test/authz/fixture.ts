@@ -12,7 +12,7 @@ import { sql } from 'drizzle-orm';
 import { SignJWT } from 'jose';
 import type { App } from '../../src/app.js';
 import type { Database } from '../../src/db/client.js';
-import { insertSession, revokeSession } from '../../src/modules/identity/identity.repository.js';
+import { insertSession } from '../../src/modules/identity/identity.repository.js';
 import { insertDevice } from '../../src/modules/mfa/mfa.repository.js';
 import { ingestUpload } from '../../src/modules/vault/ingest/pipeline.js';
 import { createBlobStorage } from '../../src/providers/storage/index.js';
@@ -414,9 +414,4 @@ export async function buildWorld(options: WorldOptions = {}): Promise<World> {
     writesSince,
     close: () => t.close(),
   };
-}
-
-/** Ends a session directly (used by rows that need a revoked session of their own). */
-export async function endSession(w: World, sessionId: string): Promise<void> {
-  await revokeSession(w.database.db, sessionId, 'matrix', new Date());
 }

@@ -3,8 +3,6 @@ import assert from 'node:assert/strict';
 import { PASSWORD } from '../support/app.js';
 import { authed, everyone, ownRecords, type Row } from './fixture.js';
 
-const SWITCH_TODO = 'issue 7 row 4: POST /api/user/institution/switch must stop returning a refresh token (only a refresh token or a login issue one)';
-
 export const rows: Row[] = [
   {
     // Public: the token sent along (good or bad) plays no part.
@@ -46,7 +44,6 @@ export const rows: Row[] = [
     // Switching into A1: only its members; a refusal never says whether A1 exists (403 for any id).
     route: 'POST /api/user/institution/switch',
     expect: authed({ otherAccountUser: 403, otherInstitutionMember: 403, member: 200, institutionAdmin: 200, accountAdmin: 403, otherAccountAdmin: 403, superadmin: 403 }),
-    todo: { member: SWITCH_TODO, institutionAdmin: SWITCH_TODO },
     request: ({ w }) => ({ payload: { institution: w.a1.id } }),
     check: (res) => {
       const body = res.json();

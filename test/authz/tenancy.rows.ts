@@ -9,10 +9,6 @@ import { newId } from '../../src/shared/ids.js';
 import { PASSWORD } from '../support/app.js';
 import { authed, type Expect, type Row } from './fixture.js';
 
-const CREDITS_TODO =
-  'issue 7 row 6: credits never appear from nothing: a top-up is a superadmin act (or a transfer from a balance the admin holds; ' +
-  'this account admin holds none); today an account admin mints them';
-
 /** Records of account A an account admin of A may act on; an institution admin of A1 may not. */
 const accountLevel = (ok: number): Expect =>
   authed({ otherAccountUser: 403, otherInstitutionMember: 403, member: 403, institutionAdmin: 403, accountAdmin: ok, otherAccountAdmin: 404, superadmin: ok });
@@ -92,7 +88,6 @@ export const rows: Row[] = [
   {
     route: 'POST /api/admin/institution/:id/credits',
     expect: authed({ otherAccountUser: 403, otherInstitutionMember: 403, member: 403, institutionAdmin: 403, accountAdmin: 403, otherAccountAdmin: 404, superadmin: 200 }),
-    todo: { accountAdmin: CREDITS_TODO },
     request: ({ w }) => ({ params: { id: w.a1.id }, payload: { amount: 10 } }),
   },
 
@@ -133,8 +128,51 @@ export const rows: Row[] = [
   {
     route: 'POST /api/admin/user/:id/credits',
     expect: authed({ otherAccountUser: 403, otherInstitutionMember: 403, member: 403, institutionAdmin: 403, accountAdmin: 403, otherAccountAdmin: 404, superadmin: 200 }),
-    todo: { accountAdmin: CREDITS_TODO },
     request: ({ w }) => ({ params: { id: w.targetUser.id }, payload: { amount: 10 } }),
+  },
+  {
+    // Moving credits an account holds: its account admin (and a superadmin); institution admins hold no
+    // credits.transfer (403); another account's admin does not see A's balances (404). A success moves
+    // from a fresh funded institution of A; refusals aim at A1.
+    route: 'POST /api/admin/credits/transfer',
+    expect: accountLevel(200),
+    request: async ({ w, expected }) => ({
+      payload: {
+        from: { institution: expected === 200 ? (await w.makeInstitution(w.accountA.id, { credits: 100 })).id : w.a1.id },
+        to: { user: w.targetUser.id },
+        amount: 1,
+      },
+    }),
+    check: (res) => assert.equal(res.json().data.from.credits, 99),
+  },
+
+  // ───────────── listings filtered to the target tenant: the filter never widens the scope ─────────────
+  {
+    route: 'GET /api/admin/users',
+    variant: 'filtered to A1',
+    expect: listing,
+    request: ({ w }) => ({ query: { institution: w.a1.id, account: w.accountA.id, search: 'matrix' } }),
+    check: (res, { principal }) => {
+      if (principal === 'otherAccountAdmin') assert.equal(res.json().total, 0);
+    },
+  },
+  {
+    route: 'GET /api/admin/institutions',
+    variant: 'filtered to account A',
+    expect: listing,
+    request: ({ w }) => ({ query: { account: w.accountA.id, search: 'Acme' } }),
+    check: (res, { principal }) => {
+      if (principal === 'otherAccountAdmin') assert.equal(res.json().total, 0);
+    },
+  },
+  {
+    route: 'POST /api/admin/accounts',
+    variant: 'searching account A',
+    expect: authed({ otherAccountUser: 403, otherInstitutionMember: 403, member: 403, institutionAdmin: 403, accountAdmin: 200, otherAccountAdmin: 200, superadmin: 200 }),
+    request: () => ({ payload: { accountsearch: 'Acme', minimum: true, insitutionsUsage: true } }),
+    check: (res, { principal }) => {
+      if (principal === 'otherAccountAdmin') assert.equal(res.json().total, 0);
+    },
   },
 
   // ───────────── escalations: what an admin may not do within its own tenant ─────────────

@@ -53,6 +53,13 @@ export const rows: Row[] = [
     expect: authed({ otherAccountUser: 200, otherInstitutionMember: 200, member: 200, institutionAdmin: 200, accountAdmin: 200, otherAccountAdmin: 200, superadmin: 200 }),
     request: () => ({}),
   },
+  {
+    // Files of a collection of A1: a collection one cannot see lists nothing (the leak check proves it).
+    route: 'GET /api/user/files',
+    variant: 'collection of A1',
+    expect: authed({ otherAccountUser: 200, otherInstitutionMember: 200, member: 200, institutionAdmin: 200, accountAdmin: 200, otherAccountAdmin: 200, superadmin: 200 }),
+    request: ({ w }) => ({ query: { collection: w.records.collectionA1.id } }),
+  },
   { route: 'GET /api/user/files/:id', expect: a1Members(200), request: ({ w }) => ({ params: { id: w.records.fileA1.id } }) },
   { route: 'GET /api/user/files/:id', variant: 'personal', expect: ownerOnly(200), request: ({ w }) => ({ params: { id: w.records.personalFile.id } }) },
   { route: 'GET /api/user/files/:id', variant: 'account scope', expect: accountRead, request: ({ w }) => ({ params: { id: w.records.accountFile.id } }) },

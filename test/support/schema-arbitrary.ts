@@ -172,12 +172,33 @@ export function validValue(schema: JsonSchema, o: ArbitraryOptions, depth = 0): 
         }
       }
       const minLength = schema.minLength ?? 0;
-      return fc.string({ minLength, maxLength: Math.max(minLength, Math.min(schema.maxLength ?? 30, 30)) });
+      const maxLength = Math.min(schema.maxLength ?? 5000, 5000);
+      // Within the schema, at its edges: the longest string in 1-, 2- and 4-byte characters, blank and invisible text.
+      const edges = [
+        'x'.repeat(maxLength),
+        'é'.repeat(maxLength),
+        '😀'.repeat(maxLength),
+        ' '.repeat(Math.max(minLength, 1)),
+        '\u200b'.repeat(Math.max(minLength, 1)),
+        '\u202e'.repeat(Math.max(minLength, 1)),
+      ].filter((e) => [...e].length >= minLength && [...e].length <= maxLength);
+      return fc.oneof(
+        { arbitrary: fc.string({ minLength, maxLength: Math.max(minLength, Math.min(maxLength, 30)) }), weight: 4 },
+        { arbitrary: fc.string({ unit: 'grapheme', minLength, maxLength: Math.max(minLength, Math.min(maxLength, 30)) }), weight: 1 },
+        ...(edges.length ? [{ arbitrary: fc.constantFrom(...edges), weight: 1 }] : []),
+      );
     }
-    case 'integer':
-      return fc.integer({ min: Math.max(schema.minimum ?? -1e6, -1e9), max: Math.min(schema.maximum ?? 1e6, 1e9) });
-    case 'number':
-      return fc.double({ min: Math.max(schema.minimum ?? -1e6, -1e12), max: Math.min(schema.maximum ?? 1e6, 1e12), noNaN: true, noDefaultInfinity: true });
+    case 'integer': {
+      const min = Math.max(schema.minimum ?? -1e6, -1e9);
+      const max = Math.min(schema.maximum ?? 1e6, 1e9);
+      return fc.oneof({ arbitrary: fc.integer({ min, max }), weight: 3 }, { arbitrary: fc.constantFrom(min, max, ...[0, 1].filter((v) => v >= min && v <= max)), weight: 1 });
+    }
+    case 'number': {
+      const min = Math.max(schema.minimum ?? -1e6, -1e12);
+      const max = Math.min(schema.maximum ?? 1e6, 1e12);
+      const edges = [min, max, 0, -0, 0.0001, 0.00005, 1e-7, max - 0.0001, 0.1 + 0.2].filter((v) => v >= min && v <= max);
+      return fc.oneof({ arbitrary: fc.double({ min, max, noNaN: true, noDefaultInfinity: true }), weight: 3 }, { arbitrary: fc.constantFrom(...edges), weight: 1 });
+    }
     case 'boolean':
       return fc.boolean();
     case 'null':

@@ -1,8 +1,9 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.js';
-import { sessions, users } from '../../db/schema.js';
+import { accounts, sessions, users } from '../../db/schema.js';
 import { unauthenticated } from '../../shared/errors.js';
 import type { GlobalRole, InstitutionRole, Principal } from '../tenancy/permissions.js';
+import { loginRefusal } from './identity.policy.js';
 import type { TokenService } from './tokens.js';
 import type { ActivityRecorder, AuthCache, CachedAuth } from './auth-cache.js';
 
@@ -19,7 +20,10 @@ export interface AuthContext extends Principal {
 /** Activity is written at most once a minute per session, not on every request. */
 const ACTIVITY_WRITE_INTERVAL_MS = 60_000;
 
-/** Memberships as "institutionId role accountId" strings: cheaper to build in SQL than JSON. */
+/**
+ * Memberships as "institutionId role accountId active" strings (active: 1 when the institution and its
+ * account are active, else 0): cheaper to build in SQL than JSON.
+ */
 type MembershipList = string[];
 
 /**
@@ -40,12 +44,15 @@ function buildAuthQuery(db: Db) {
       revokedAt: sessions.revokedAt,
       expiresAt: sessions.expiresAt,
       lastActivityAt: sessions.lastActivityAt,
-      memberships: sql<MembershipList>`array(select m.institution_id || ' ' || m.role || ' ' || i.account_id
-                       from memberships m join institutions i on i.id = m.institution_id
+      accountStatus: accounts.status,
+      memberships: sql<MembershipList>`array(select m.institution_id || ' ' || m.role || ' ' || i.account_id || ' ' ||
+                              case when i.status = 'active' and ia.status = 'active' then '1' else '0' end
+                       from memberships m join institutions i on i.id = m.institution_id join accounts ia on ia.id = i.account_id
                       where m.user_id = ${users.id})`,
     })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
+    .innerJoin(accounts, eq(accounts.id, users.accountId))
     .where(and(eq(sessions.id, sql.placeholder('sessionId')), eq(sessions.userId, sql.placeholder('userId'))))
     .limit(1)
     .prepare('resolve_auth');
@@ -54,22 +61,35 @@ function buildAuthQuery(db: Db) {
 /** What the auth query returns for a session, memberships parsed once: the unit the cache keeps. */
 export interface SessionAuth {
   row: AuthRow;
+  /** Memberships that count: those of active institutions of active accounts. */
   memberships: ReadonlyMap<string, { role: InstitutionRole; accountId: string }>;
+  /** Why the identity policy would refuse this user now (disabled, inactive account...), or null. */
+  refusal: string | null;
 }
 type AuthRow = Awaited<ReturnType<ReturnType<typeof buildAuthQuery>['execute']>>[number];
 
-/** The query, when the cache does not have the session: the session, the whole user row and the memberships. */
+/**
+ * The query, when the cache does not have the session: the session, the whole user row, its
+ * account's status and the memberships. The cache keys it by every institution and account it
+ * depends on (inactive ones included: activating one changes the answer too).
+ */
 async function loadSessionAuth(db: Db, sessionId: string, userId: string): Promise<CachedAuth<SessionAuth> | undefined> {
   const [row] = await authQuery(db).execute({ sessionId, userId });
   if (!row) return undefined;
   const memberships = new Map<string, { role: InstitutionRole; accountId: string }>();
-  for (const entry of row.memberships) {
-    const [institutionId, role, accountId] = entry.split(' ');
-    if (institutionId && role && accountId) memberships.set(institutionId, { role: role as InstitutionRole, accountId });
-  }
+  const enrolments: Array<{ status: string; accountStatus: string }> = [];
+  const institutionIds: string[] = [];
   const accountIds = new Set([row.user.accountId]);
-  for (const m of memberships.values()) accountIds.add(m.accountId);
-  return { value: { row, memberships }, userId: row.user.id, accountIds: [...accountIds], institutionIds: [...memberships.keys()] };
+  for (const entry of row.memberships) {
+    const [institutionId, role, accountId, active] = entry.split(' ');
+    const state = active === '1' ? 'active' : 'inactive';
+    enrolments.push({ status: state, accountStatus: state });
+    if (institutionId) institutionIds.push(institutionId);
+    if (accountId) accountIds.add(accountId);
+    if (institutionId && role && accountId && active === '1') memberships.set(institutionId, { role: role as InstitutionRole, accountId });
+  }
+  const refusal = loginRefusal(row.user, row.accountStatus, enrolments);
+  return { value: { row, memberships, refusal }, userId: row.user.id, accountIds: [...accountIds], institutionIds };
 }
 
 /** The per-app pieces of authentication: the cache of session auth and the activity writer. */
@@ -82,7 +102,9 @@ export interface AuthRuntime {
  * The caller of a request, from the access token and the session's cached auth (one query on a
  * miss, none on a hit). Routes that need the caller's own record (GET /api/user/me) use `auth.user`
  * instead of reading it again. Everything that would refuse the session is checked here on every
- * request, against the cached values: the cache only saves the read.
+ * request, against the cached values: the cache only saves the read. A user the identity policy
+ * would not let log in (disabled, inactive account, only inactive institutions) is refused here too,
+ * and memberships of inactive institutions do not count.
  */
 export async function resolveAuth(db: Db, tokens: TokenService, token: string, now: Date, runtime: AuthRuntime): Promise<AuthContext> {
   const claims = await tokens.verifyAccess(token, now);
@@ -90,10 +112,10 @@ export async function resolveAuth(db: Db, tokens: TokenService, token: string, n
   const entry = await runtime.cache.get(claims.sessionId, nowMs, () => loadSessionAuth(db, claims.sessionId, claims.userId));
   // the query matches session AND user; a cached entry must too
   if (!entry || entry.userId !== claims.userId) throw unauthenticated('Session has ended');
-  const { row, memberships } = entry.value;
+  const { row, memberships, refusal } = entry.value;
   if (row.revokedAt) throw unauthenticated('Session has ended');
   if (row.expiresAt.getTime() <= nowMs) throw unauthenticated('Session has expired');
-  if (row.user.status !== 'active') throw unauthenticated('User is disabled');
+  if (refusal) throw unauthenticated(refusal);
 
   // Off the request path: queued, written by one statement shortly after; at most once a minute per session.
   if (nowMs - Math.max(entry.activityAt, row.lastActivityAt.getTime()) > ACTIVITY_WRITE_INTERVAL_MS) {

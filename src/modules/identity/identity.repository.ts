@@ -1,6 +1,6 @@
 import { and, asc, eq, isNull, ne, sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
-import { institutions, memberships, sessions, users } from '../../db/schema.js';
+import { accounts, institutions, memberships, sessions, users } from '../../db/schema.js';
 
 export type UserRow = typeof users.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
@@ -26,7 +26,8 @@ export async function findSession(db: DbOrTx, id: string): Promise<SessionRow | 
 
 /**
  * Rotates a refresh token in one statement: it succeeds only if the presented hash is still the
- * current one, so two uses of the same token can never both succeed.
+ * current one, so two uses of the same token can never both succeed. The replaced hash is kept as
+ * `previous_refresh_hash`, so that a later use of it is recognised as reuse (see revokeOnReuse).
  */
 export async function rotateRefresh(
   db: DbOrTx,
@@ -38,10 +39,39 @@ export async function rotateRefresh(
 ): Promise<SessionRow | undefined> {
   const [row] = await db
     .update(sessions)
-    .set({ refreshHash: newHash, lastActivityAt: now, ...(institutionId !== undefined ? { institutionId } : {}) })
+    .set({ refreshHash: newHash, previousRefreshHash: presentedHash, lastActivityAt: now, ...(institutionId !== undefined ? { institutionId } : {}) })
     .where(and(eq(sessions.id, sessionId), eq(sessions.refreshHash, presentedHash), isNull(sessions.revokedAt), sql`${sessions.expiresAt} > ${now.toISOString()}`))
     .returning();
   return row;
+}
+
+/**
+ * Revokes the session only when the presented hash is the one the last rotation replaced: a token that
+ * was valid once is being used again, so a copy of it exists. A hash that never belonged to the
+ * session (a guess) matches nothing and revokes nothing. True when it revoked.
+ */
+export async function revokeOnReuse(db: DbOrTx, sessionId: string, presentedHash: string, now: Date): Promise<boolean> {
+  const rows = await db
+    .update(sessions)
+    .set({ revokedAt: now, revokedReason: 'refresh-token-reuse' })
+    .where(and(eq(sessions.id, sessionId), eq(sessions.previousRefreshHash, presentedHash), isNull(sessions.revokedAt)))
+    .returning({ id: sessions.id });
+  return rows.length > 0;
+}
+
+/** Moves a live session to another current institution (its refresh token stays as it is). */
+export async function setSessionInstitution(db: DbOrTx, sessionId: string, institutionId: string, now: Date): Promise<boolean> {
+  const rows = await db
+    .update(sessions)
+    .set({ institutionId, lastActivityAt: now })
+    .where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt), sql`${sessions.expiresAt} > ${now.toISOString()}`))
+    .returning({ id: sessions.id });
+  return rows.length > 0;
+}
+
+export async function accountStatus(db: DbOrTx, accountId: string): Promise<string | undefined> {
+  const [row] = await db.select({ status: accounts.status }).from(accounts).where(eq(accounts.id, accountId)).limit(1);
+  return row?.status;
 }
 
 export async function revokeSession(db: DbOrTx, sessionId: string, reason: string, now: Date): Promise<void> {
@@ -73,6 +103,8 @@ export interface EnrolmentRow {
   picture: string;
   accountId: string;
   status: string;
+  /** Status of the institution's account (an inactive account makes its institutions inactive too). */
+  accountStatus: string;
   publicId: string;
 }
 
@@ -86,10 +118,12 @@ export async function listEnrolments(db: DbOrTx, userId: string): Promise<Enrolm
       picture: institutions.picture,
       accountId: institutions.accountId,
       status: institutions.status,
+      accountStatus: accounts.status,
       publicId: institutions.publicId,
     })
     .from(memberships)
     .innerJoin(institutions, eq(institutions.id, memberships.institutionId))
+    .innerJoin(accounts, eq(accounts.id, institutions.accountId))
     .where(eq(memberships.userId, userId))
     .orderBy(asc(institutions.name));
 }

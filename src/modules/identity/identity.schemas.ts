@@ -52,4 +52,15 @@ export const EnrolmentSchema = Type.Object({
   current: Type.Boolean(),
 });
 
-export const SwitchBody = Type.Object({ institution: Id('Institution id') });
+export const SwitchBody = Type.Object({
+  institution: Id('Institution id'),
+  refreshToken: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: "The session's current refresh token: the pair is rotated and returned" })),
+});
+
+export const SwitchResponse = Type.Object({
+  success: Type.Boolean(),
+  accessToken: Type.String({ description: 'JWT for the same session, carrying the new institution' }),
+  refreshToken: Type.Optional(Type.String({ description: 'Only when the request carried the current refresh token: its rotated successor' })),
+  expiresIn: Type.Number({ description: 'Access token lifetime in seconds' }),
+  user: UserSchema,
+});

@@ -2,6 +2,7 @@ import type { AppContext } from '../../context.js';
 import { badField, forbidden, notFound, unauthenticated } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { AuthContext } from './auth-context.js';
+import { assertMaySwitchTo, isActiveEnrolment, loginRefusal } from './identity.policy.js';
 import { presentUser } from './identity.presenters.js';
 import { endCredentials } from './credentials.js';
 import * as repo from './identity.repository.js';
@@ -33,10 +34,12 @@ export interface MfaChallengeAnswer {
 
 /**
  * The second factor at login, implemented by the MFA module. `null` lets the user in (a valid
- * trusted device); otherwise the answer carries the challenge that was e-mailed.
+ * trusted device); otherwise the answer carries the challenge that was e-mailed. `onDisabled` runs
+ * when the user switches an enrolled MFA off (e.g. to revoke trusted devices).
  */
 export interface LoginSecondFactor {
   check(user: UserRow, meta: ClientMeta): Promise<MfaChallengeAnswer | null>;
+  onDisabled(userId: string): Promise<void>;
 }
 
 export interface ProfilePatch {
@@ -48,9 +51,6 @@ export interface ProfilePatch {
   currentPassword?: string;
   password?: string;
 }
-
-/** Hook the MFA module uses when MFA is switched off (e.g. to revoke trusted devices). */
-export type MfaDisabledHook = (userId: string) => Promise<void>;
 
 export const INVALID_LOGIN = 'Invalid e-mail or password';
 
@@ -76,34 +76,14 @@ export function profileChanges(input: Pick<ProfilePatch, 'fname' | 'lname' | 'lo
   return changes;
 }
 
-export class IdentityService {
-  secondFactor?: LoginSecondFactor;
-  onMfaDisabled?: MfaDisabledHook;
-
+/**
+ * Opens login sessions and issues token pairs: shared by the password login and the MFA login, so
+ * that the MFA module needs this, not the whole identity service.
+ */
+export class SessionIssuer {
   constructor(private readonly ctx: AppContext) {}
 
-  /** Checks e-mail and password; unknown e-mail and wrong password are indistinguishable. */
-  async verifyCredentials(email: string, password: string): Promise<UserRow> {
-    const user = await repo.findUserByEmail(this.ctx.db, email);
-    if (!user) {
-      await burnPasswordCheck(password);
-      throw unauthenticated(INVALID_LOGIN);
-    }
-    if (!(await verifyPassword(user.passwordHash, password))) throw unauthenticated(INVALID_LOGIN);
-    if (user.status !== 'active') throw forbidden('This user is disabled');
-    return user;
-  }
-
-  async login(email: string, password: string, meta: ClientMeta): Promise<TokenPair | MfaChallengeAnswer> {
-    const user = await this.verifyCredentials(email, password);
-    if (user.mfaState === 'enrolled' && this.secondFactor) {
-      const challenge = await this.secondFactor.check(user, meta);
-      if (challenge) return challenge;
-    }
-    return this.startSession(user, meta);
-  }
-
-  /** Opens a login session for a user whose identity is proven, and issues its first token pair. */
+  /** Opens a login session for a user whose identity is proven (password and, if enrolled, second factor). */
   async startSession(user: UserRow, meta: ClientMeta): Promise<TokenPair> {
     const now = this.ctx.clock.now();
     const institutionId = await this.defaultInstitution(user);
@@ -127,6 +107,85 @@ export class IdentityService {
     return this.pair(updated, sessionId, institutionId, refresh.token, now);
   }
 
+  /**
+   * Refuses a login (password or second step) of a user who may not have a session: disabled, of an
+   * inactive account, or whose every institution is inactive (row 5 of issue 7).
+   */
+  async assertMayLogIn(user: UserRow): Promise<void> {
+    const refusal = await this.refusalFor(user);
+    if (refusal) throw forbidden(refusal);
+  }
+
+  /** Why the user may not hold a session (identity.policy loginRefusal), or null. */
+  async refusalFor(user: UserRow): Promise<string | null> {
+    const enrolments = await repo.listEnrolments(this.ctx.db, user.id);
+    return loginRefusal(user, await repo.accountStatus(this.ctx.db, user.accountId), enrolments);
+  }
+
+  /** The current institution at login: the last one used if still active and enrolled, else the first active one. */
+  private async defaultInstitution(user: UserRow): Promise<string | null> {
+    const enrolments = (await repo.listEnrolments(this.ctx.db, user.id)).filter(isActiveEnrolment);
+    if (user.currentInstitutionId && enrolments.some((e) => e.institutionId === user.currentInstitutionId)) return user.currentInstitutionId;
+    return enrolments[0]?.institutionId ?? null;
+  }
+
+  async accessToken(user: UserRow, sessionId: string, institutionId: string | null, now: Date): Promise<AccessAnswer> {
+    const accessToken = await this.ctx.tokens.signAccess({ userId: user.id, sessionId, institutionId }, now);
+    return { success: true, accessToken, expiresIn: this.ctx.tokens.accessTtlSeconds, user: presentUser({ ...user, currentInstitutionId: institutionId }) };
+  }
+
+  async pair(user: UserRow, sessionId: string, institutionId: string | null, refreshToken: string, now: Date): Promise<TokenPair> {
+    const access = await this.accessToken(user, sessionId, institutionId, now);
+    return { success: true, accessToken: access.accessToken, refreshToken, expiresIn: access.expiresIn, user: access.user };
+  }
+}
+
+export interface AccessAnswer {
+  success: true;
+  accessToken: string;
+  expiresIn: number;
+  user: ReturnType<typeof presentUser>;
+}
+
+export class IdentityService {
+  /**
+   * The second factor is a constructor argument, not an optional hook: an identity service that could
+   * exist without it would let MFA-enrolled users in with the password alone (it failed open before).
+   */
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly sessions: SessionIssuer,
+    readonly secondFactor: LoginSecondFactor,
+  ) {}
+
+  /** Checks e-mail and password; unknown e-mail and wrong password are indistinguishable. */
+  async verifyCredentials(email: string, password: string): Promise<UserRow> {
+    const user = await repo.findUserByEmail(this.ctx.db, email);
+    if (!user) {
+      await burnPasswordCheck(password);
+      throw unauthenticated(INVALID_LOGIN);
+    }
+    if (!(await verifyPassword(user.passwordHash, password))) throw unauthenticated(INVALID_LOGIN);
+    await this.sessions.assertMayLogIn(user);
+    return user;
+  }
+
+  async login(email: string, password: string, meta: ClientMeta): Promise<TokenPair | MfaChallengeAnswer> {
+    const user = await this.verifyCredentials(email, password);
+    if (user.mfaState === 'enrolled') {
+      // Fails closed: without a second factor to ask, an enrolled user does not get in.
+      if (!this.secondFactor) throw forbidden('Multi-factor authentication is required for this user but is not available');
+      const challenge = await this.secondFactor.check(user, meta);
+      if (challenge) return challenge;
+    }
+    return this.sessions.startSession(user, meta);
+  }
+
+  /**
+   * Rotates a refresh token. A token whose secret was never valid for the session (a guess, or a
+   * session id read from a JWT) is refused and changes nothing; only a token that WAS valid and has
+   * already been rotated away (the previous one) proves a copy exists, and revokes the session.
+   */
   async refresh(refreshToken: string): Promise<TokenPair> {
     const now = this.ctx.clock.now();
     const parsed = this.ctx.tokens.parseRefresh(refreshToken);
@@ -134,11 +193,12 @@ export class IdentityService {
     const next = this.ctx.tokens.newRefresh(parsed.sessionId);
     const session = await repo.rotateRefresh(this.ctx.db, parsed.sessionId, parsed.secretHash, next.hash, now);
     if (!session) {
-      // Either the session is gone/expired/revoked, or this token was already used: a reused refresh
-      // token means it may have been stolen, so the whole session ends.
-      await repo.revokeSession(this.ctx.db, parsed.sessionId, 'refresh-token-reuse', now);
-      this.ctx.auth.cache.invalidateSession(parsed.sessionId);
-      throw unauthenticated('Refresh token is invalid or was already used; the session has been revoked');
+      const revoked = await repo.revokeOnReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, now);
+      if (revoked) {
+        this.ctx.auth.cache.invalidateSession(parsed.sessionId);
+        throw unauthenticated('This refresh token was already used; the session has been revoked');
+      }
+      throw unauthenticated('Refresh token is invalid or its session has ended');
     }
     const user = await repo.findUserById(this.ctx.db, session.userId);
     if (!user || user.status !== 'active') {
@@ -146,7 +206,10 @@ export class IdentityService {
       this.ctx.auth.cache.invalidateSession(session.id);
       throw unauthenticated('User is disabled');
     }
-    return this.pair(user, session.id, session.institutionId, next.token, now);
+    // An inactive account or institution refuses the refresh too (without ending the session: reactivated, it works again).
+    const refusal = await this.sessions.refusalFor(user);
+    if (refusal) throw unauthenticated(refusal);
+    return this.sessions.pair(user, session.id, session.institutionId, next.token, now);
   }
 
   async logout(auth: AuthContext): Promise<void> {
@@ -154,9 +217,13 @@ export class IdentityService {
     this.ctx.auth.cache.invalidateSession(auth.sessionId);
   }
 
-  /** The caller's row, as read when the request was authenticated (no second query). */
+  /**
+   * The caller's row, as read when the request was authenticated (no second query). Its current
+   * institution is shown only while the caller is an active member of it (an inactive one is none).
+   */
   me(auth: AuthContext): UserRow {
-    return auth.user;
+    const current = auth.user.currentInstitutionId;
+    return current && !auth.memberships.has(current) ? { ...auth.user, currentInstitutionId: null } : auth.user;
   }
 
   async updateMe(auth: AuthContext, patch: ProfilePatch): Promise<UserRow> {
@@ -182,7 +249,7 @@ export class IdentityService {
       changes.mfaState = 'off';
     }
     const updated = Object.keys(changes).length > 0 ? await repo.updateUser(this.ctx.db, user.id, changes, now) : user;
-    if (mfaTurnedOff && this.onMfaDisabled) await this.onMfaDisabled(user.id);
+    if (mfaTurnedOff) await this.secondFactor.onDisabled(user.id);
     // Whoever else holds a session, a trusted device or an open code of this user loses it; this session stays.
     if (changes.passwordHash) await endCredentials(this.ctx.db, user.id, 'password-changed', now, auth.sessionId);
     // every session of the user: the others are revoked, this one holds the old row
@@ -205,35 +272,31 @@ export class IdentityService {
     }));
   }
 
-  /** New token pair for the same session, now carrying another institution the caller belongs to. */
-  async switchInstitution(auth: AuthContext, institutionId: string): Promise<TokenPair> {
+  /**
+   * Another current institution for the same session. With only the access token the answer is a new
+   * access token (refresh tokens come only from a login or a refresh token); with the session's current
+   * refresh token in the body, the pair is rotated. Either way the session remembers the institution.
+   */
+  async switchInstitution(auth: AuthContext, institutionId: string, refreshToken?: string): Promise<TokenPair | AccessAnswer> {
     const now = this.ctx.clock.now();
-    if (!auth.memberships.has(institutionId)) throw forbidden('You are not enrolled in this institution');
-    const session = await repo.findSession(this.ctx.db, auth.sessionId);
-    if (!session || session.revokedAt) throw unauthenticated('Session has ended');
-    const next = this.ctx.tokens.newRefresh(session.id);
-    const rotated = await repo.rotateRefresh(this.ctx.db, session.id, session.refreshHash, next.hash, now, institutionId);
-    if (!rotated) throw unauthenticated('Session has ended');
+    assertMaySwitchTo(auth, institutionId);
+    let answer: { sessionId: string; refreshToken?: string };
+    if (refreshToken !== undefined) {
+      const parsed = this.ctx.tokens.parseRefresh(refreshToken);
+      if (!parsed || parsed.sessionId !== auth.sessionId) throw unauthenticated('The refresh token does not belong to this session');
+      const next = this.ctx.tokens.newRefresh(auth.sessionId);
+      const rotated = await repo.rotateRefresh(this.ctx.db, auth.sessionId, parsed.secretHash, next.hash, now, institutionId);
+      if (!rotated) throw unauthenticated('The refresh token is not the current one of this session');
+      answer = { sessionId: rotated.id, refreshToken: next.token };
+    } else {
+      const moved = await repo.setSessionInstitution(this.ctx.db, auth.sessionId, institutionId, now);
+      if (!moved) throw unauthenticated('Session has ended');
+      answer = { sessionId: auth.sessionId };
+    }
     const user = await repo.updateUser(this.ctx.db, auth.userId, { currentInstitutionId: institutionId }, now);
     this.ctx.auth.cache.invalidateUser(auth.userId);
     if (!user) throw notFound('User');
-    return this.pair(user, session.id, institutionId, next.token, now);
-  }
-
-  private async defaultInstitution(user: UserRow): Promise<string | null> {
-    const enrolments = await repo.listEnrolments(this.ctx.db, user.id);
-    if (user.currentInstitutionId && enrolments.some((e) => e.institutionId === user.currentInstitutionId)) return user.currentInstitutionId;
-    return enrolments[0]?.institutionId ?? null;
-  }
-
-  private async pair(user: UserRow, sessionId: string, institutionId: string | null, refreshToken: string, now: Date): Promise<TokenPair> {
-    const accessToken = await this.ctx.tokens.signAccess({ userId: user.id, sessionId, institutionId }, now);
-    return {
-      success: true,
-      accessToken,
-      refreshToken,
-      expiresIn: this.ctx.tokens.accessTtlSeconds,
-      user: presentUser({ ...user, currentInstitutionId: institutionId }),
-    };
+    if (answer.refreshToken) return this.sessions.pair(user, answer.sessionId, institutionId, answer.refreshToken, now);
+    return this.sessions.accessToken(user, answer.sessionId, institutionId, now);
   }
 }

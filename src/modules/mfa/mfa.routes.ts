@@ -8,6 +8,7 @@ import { errorResponses, SuccessOnly } from '../../shared/schemas.js';
 import { clientMeta, TRUSTED_DEVICE_COOKIE } from '../identity/identity.routes.js';
 import { TokenPairSchema } from '../identity/identity.schemas.js';
 import type { IdentityService } from '../identity/identity.service.js';
+import { assertOutboxReader } from './mfa.policy.js';
 import { presentDevice, presentOutboxMessage } from './mfa.presenters.js';
 import { DeviceParams, DevicesResponse, EnrollResponse, LoginMfaBody, OutboxQuery, OutboxResponse, VerifyBody, VerifyResponse } from './mfa.schemas.js';
 import { DEVICE_TTL_SECONDS, MAX_WRONG_CODES, MfaService, type IssuedDevice } from './mfa.service.js';
@@ -19,9 +20,9 @@ const CODE_RULES =
 
 /** MFA enrolment, login second factor, trusted devices, dev outbox (contract §3). */
 export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentityService): Promise<void> {
-  const service = new MfaService(ctx, identity);
-  identity.secondFactor = service;
-  identity.onMfaDisabled = (userId) => service.onMfaDisabled(userId);
+  // The identity service was built with its second factor (identityRoutes): these routes serve that one.
+  const service = identity.secondFactor;
+  if (!(service instanceof MfaService)) throw new Error('The identity service must be built with the MFA service as its second factor');
 
   const { config } = ctx;
   const authenticated = requireAuth(ctx);
@@ -132,22 +133,26 @@ export async function mfaRoutes(app: App, ctx: AppContext, identity: IdentitySer
     },
   );
 
-  // The outbox shows codes: it exists only outside production (there the route is simply not found).
-  if (config.nodeEnv !== 'production') {
+  // The outbox shows codes: it exists only when DEV_OUTBOX=true, never in production (config refuses
+  // that combination), and only superadmins read it. Elsewhere the route is simply not found.
+  if (config.devOutbox && config.nodeEnv !== 'production') {
     app.get(
       '/api/dev/outbox',
       {
         schema: {
           tags: ['dev'],
-          summary: 'Development mail outbox (not in production)',
+          summary: 'Development mail outbox (DEV_OUTBOX=true only; superadmins)',
           description:
-            'Messages kept when SMTP_URL is not set, latest first, so that codes can be read during development. No authentication; the route ' +
-            'does not exist when NODE_ENV=production (404).',
+            'Messages kept when SMTP_URL is not set, latest first, so that codes can be read during development. Registered only when ' +
+            'DEV_OUTBOX=true and NODE_ENV is not production (404 otherwise); needs a superadmin (401 without a token, 403 for anyone else).',
+          security: SECURED,
           querystring: OutboxQuery,
-          response: { 200: OutboxResponse, ...errorResponses(400) },
+          response: { 200: OutboxResponse, ...errorResponses(400, 401, 403) },
         },
+        preValidation: authenticated,
       },
       async (request) => {
+        assertOutboxReader(authOf(request));
         const rows = await listOutboxMessages(ctx.db, { to: request.query.to, limit: request.query.limit ?? 50 });
         return { success: true, messages: rows.map(presentOutboxMessage) };
       },

@@ -1,10 +1,10 @@
 import type { AppContext } from '../../context.js';
-import { AppError, conflict, forbidden, notFound, rateLimited, unauthenticated, upstreamFailed, type ErrorDetail } from '../../shared/errors.js';
+import { AppError, conflict, notFound, rateLimited, unauthenticated, upstreamFailed, type ErrorDetail } from '../../shared/errors.js';
 import { keyedHash, numericCode, randomToken, safeEqualHex } from '../../shared/crypto.js';
 import { newId, newPublicId } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { findUserById, type UserRow } from '../identity/identity.repository.js';
-import type { ClientMeta, IdentityService, LoginSecondFactor, MfaChallengeAnswer, TokenPair } from '../identity/identity.service.js';
+import type { ClientMeta, LoginSecondFactor, MfaChallengeAnswer, SessionIssuer, TokenPair } from '../identity/identity.service.js';
 import { composeCodeMail } from './mfa.mail.js';
 import * as repo from './mfa.repository.js';
 import type { ChallengePurpose, ChallengeRow, TrustedDeviceRow } from './mfa.repository.js';
@@ -51,7 +51,7 @@ export interface IssuedDevice {
 export class MfaService implements LoginSecondFactor {
   constructor(
     private readonly ctx: AppContext,
-    private readonly identity: IdentityService,
+    private readonly sessions: SessionIssuer,
   ) {}
 
   // ───────────── second factor at login ─────────────
@@ -70,8 +70,8 @@ export class MfaService implements LoginSecondFactor {
     const challenge = await this.useCode('login', challengeId, code);
     const user = await findUserById(this.ctx.db, challenge.userId);
     if (!user) throw unauthenticated('Unknown challenge: log in again to receive a new code');
-    if (user.status !== 'active') throw forbidden('This user is disabled');
-    const tokens = await this.identity.startSession(user, meta);
+    await this.sessions.assertMayLogIn(user);
+    const tokens = await this.sessions.startSession(user, meta);
     // Trusting a device only means something while MFA is on (it may have been switched off meanwhile).
     const issued = rememberDevice && user.mfaState === 'enrolled' ? await this.trustDevice(user.id, meta) : undefined;
     return { tokens, issued };
@@ -108,7 +108,7 @@ export class MfaService implements LoginSecondFactor {
   }
 
   /** MFA switched off: no device may skip it any more, and no open code may be used. */
-  async onMfaDisabled(userId: string): Promise<void> {
+  async onDisabled(userId: string): Promise<void> {
     const now = this.ctx.clock.now();
     await repo.revokeAllDevices(this.ctx.db, userId, now);
     await repo.closeOpenChallenges(this.ctx.db, userId, now);

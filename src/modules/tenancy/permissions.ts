@@ -21,6 +21,10 @@ export const PERMISSIONS = [
   'users.edit',
   'users.delete',
   'users.credits',
+  /** Creating credits (top-ups, opening balances, corrections): superadmins only. */
+  'credits.mint',
+  /** Moving credits between balances the caller administers. */
+  'credits.transfer',
   'memberships.edit',
   'admin.sessions.read',
   'admin.feedbacks.read',
@@ -66,6 +70,7 @@ const ACCOUNT_ADMIN: readonly Permission[] = [
   'institutions.credits',
   'users.delete',
   'users.credits',
+  'credits.transfer',
   'sso.manage',
 ];
 

@@ -2,6 +2,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { newId, newPublicId } from '../../shared/ids.js';
 import { findUserByEmail, updateUser } from '../identity/identity.repository.js';
 import { hashPassword } from '../identity/passwords.js';
+import { moveInstitutionCredits, moveUserCredits } from './credits.repository.js';
 import { insertAccount, insertInstitution, insertUser, upsertMembership } from './tenancy.repository.js';
 
 export interface DemoResult {
@@ -23,7 +24,9 @@ export async function seedDemo(db: DbOrTx): Promise<DemoResult> {
 
   const passwordHash = await hashPassword(DEMO_PASSWORD);
   const account = await insertAccount(db, { id: newId(), name: 'Demo University', managerEmail: adminEmail, lastActivityAt: new Date() });
-  const owner = await insertUser(db, { id: newId(), accountId: account.id, email: adminEmail, passwordHash, fname: 'Olivia', lname: 'Owner', role: 'accountadmin', credits: 100 });
+  const owner = await insertUser(db, { id: newId(), accountId: account.id, email: adminEmail, passwordHash, fname: 'Olivia', lname: 'Owner', role: 'accountadmin' });
+  // Opening balances are top-ups like any other: each a credit_ledger row, so balances = sum of the ledger.
+  await moveUserCredits(db, owner.id, 100, { kind: 'topup', note: 'demo opening balance' });
   const logins: DemoResult['logins'] = [{ role: 'accountadmin', email: adminEmail, password: DEMO_PASSWORD }];
   const institutions: DemoResult['institutions'] = [];
 
@@ -45,7 +48,6 @@ export async function seedDemo(db: DbOrTx): Promise<DemoResult> {
       pictureDarkBg: `https://cdn.example.com/${spec.slug}/bg-dark.jpg`,
       pictureAnimated: '',
       voiceAgentId: `voice-${spec.slug}`,
-      credits: 10_000,
       creditAward: 500,
       poolCredits: spec.poolCredits,
       maxFiles: 500,
@@ -53,6 +55,7 @@ export async function seedDemo(db: DbOrTx): Promise<DemoResult> {
       ltiContextIds: [ltiContextId],
       contactEmail: `${spec.slug}@example.com`,
     });
+    await moveInstitutionCredits(db, inst.id, 10_000, { kind: 'topup', note: 'demo opening balance' });
     institutions.push({ id: inst.id, name: inst.name, publicId: inst.publicId, ltiContextId });
     await upsertMembership(db, owner.id, inst.id, 'admin');
 

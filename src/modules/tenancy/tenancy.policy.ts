@@ -1,5 +1,5 @@
-import { forbidden, notFound } from '../../shared/errors.js';
-import { adminInstitutionIds, adminScope, canInAccount, canInInstitution, type GlobalRole, type Permission, type Principal } from './permissions.js';
+import { forbidden, notFound, validationFailed } from '../../shared/errors.js';
+import { adminInstitutionIds, adminScope, canInAccount, canInInstitution, holdsPermission, type GlobalRole, type Permission, type Principal } from './permissions.js';
 import type { RowScope, UserMembershipRow } from './tenancy.repository.js';
 
 /**
@@ -32,11 +32,6 @@ export function assertAccount(p: Principal, permission: Permission, accountId: s
 export function assertInstitution(p: Principal, permission: Permission, institution: { id: string; accountId: string }): void {
   if (!seesInstitution(p, institution)) throw notFound('Institution');
   if (!canInInstitution(p, permission, institution)) throw forbidden(`Missing permission ${permission} on this institution`);
-}
-
-/** Whether the caller may change the account-level fields of an institution (limits, billing, status). */
-export function canEditAccountLevelFields(p: Principal, institution: { accountId: string }): boolean {
-  return canInAccount(p, 'institutions.edit', institution.accountId);
 }
 
 export interface TargetUser {
@@ -166,4 +161,121 @@ export function listingScope(p: Principal, permission: Permission): RowScope {
 /** The institutions whose enrolments the caller may see in a user record. */
 export function visibleMembership(p: Principal, m: UserMembershipRow): boolean {
   return p.role === 'superadmin' || tenantAccountIds(p).has(m.accountId) || p.memberships.has(m.institutionId);
+}
+
+// ───────────── decisions the service used to take itself (moved here: services ask, policies decide) ─────────────
+
+/** Creating an account: superadmins only (accounts.create). */
+export function assertAccountCreate(p: Principal): void {
+  if (!holdsPermission(p, 'accounts.create')) throw forbidden('Missing permission accounts.create');
+}
+
+/** Editing an account: accounts.edit on it; changing its status (active/inactive) needs accounts.delete (superadmin). */
+export function assertAccountUpdate(p: Principal, account: { id: string; status: string }, input: { status?: string }): void {
+  assertAccount(p, 'accounts.edit', account.id);
+  if (input.status !== undefined && input.status !== account.status && !canInAccount(p, 'accounts.delete', account.id)) {
+    throw forbidden('Only a superadmin may change the status of an account');
+  }
+}
+
+/** Deleting an account: accounts.delete, and never the account the caller belongs to. */
+export function assertAccountDelete(p: Principal, account: { id: string }): void {
+  assertAccount(p, 'accounts.delete', account.id);
+  if (account.id === p.accountId) throw forbidden('You cannot delete the account you belong to');
+}
+
+/** Credits come into existence only by a superadmin's act (top-up, opening balance, correction). */
+export function assertMint(p: Principal): void {
+  if (p.role !== 'superadmin' || !holdsPermission(p, 'credits.mint')) {
+    throw forbidden('Only a superadmin may create or remove credits; account admins move the credits they hold with POST /api/admin/credits/transfer');
+  }
+}
+
+/** Creating an institution: institutions.create in the account; an opening balance is minting. */
+export function assertInstitutionCreate(p: Principal, accountId: string, openingCredits: number | undefined): void {
+  assertAccount(p, 'institutions.create', accountId);
+  if (openingCredits) assertMint(p);
+}
+
+/**
+ * Editing an institution: institutions.edit on it. The account-level fields (lifecycle, billing, cost
+ * limits) are reserved to account-level admins; `changed` lists the fields whose value would change.
+ */
+export function assertInstitutionPatch(p: Principal, institution: { id: string; accountId: string }, changed: readonly string[], accountLevelFields: readonly string[]): void {
+  assertInstitution(p, 'institutions.edit', institution);
+  if (canInAccount(p, 'institutions.edit', institution.accountId)) return;
+  const touched = changed.filter((f) => accountLevelFields.includes(f));
+  if (touched.length > 0) throw forbidden(`Only account admins may change ${touched.join(', ')}`);
+}
+
+export interface NewUserRequest {
+  account: { id: string };
+  role: GlobalRole;
+  institutions: ReadonlyArray<{ id: string; accountId: string }>;
+  openingCredits?: number;
+}
+
+/**
+ * Creating a user. The account and each listed institution must be visible (404). The role must be
+ * grantable. Except for a superadmin, every institution belongs to the user's account (400 naming
+ * them). Without users.create on the account (institution admins), the user must be
+ * enrolled in at least one institution and only in institutions the caller administers. An opening
+ * balance is minting (superadmins only).
+ */
+export function assertUserCreate(p: Principal, req: NewUserRequest): void {
+  if (!seesAccount(p, req.account.id)) throw notFound('Account');
+  assertGrantable(p, req.role);
+  for (const inst of req.institutions) if (!seesInstitution(p, inst)) throw notFound('Institution');
+  const foreign = foreignInstitutions(p, req.account.id, req.institutions);
+  if (foreign.length > 0) {
+    throw validationFailed('Every institution must belong to the account of the user', foreign.map((id) => ({ field: 'institutions', message: `institution ${id} belongs to another account` })));
+  }
+  if (!canInAccount(p, 'users.create', req.account.id)) {
+    if (req.institutions.length === 0) throw forbidden('Institution admins must enrol the new user in an institution they administer');
+    for (const inst of req.institutions) {
+      if (!canInInstitution(p, 'users.create', inst)) throw forbidden('You may only enrol new users in institutions you administer');
+    }
+  }
+  if (req.openingCredits) assertMint(p);
+}
+
+/** Institutions of a new user that are outside its account (allowed to superadmins only). */
+export function foreignInstitutions(p: Principal, accountId: string, institutions: ReadonlyArray<{ id: string; accountId: string }>): string[] {
+  if (p.role === 'superadmin') return [];
+  return institutions.filter((i) => i.accountId !== accountId).map((i) => i.id);
+}
+
+/** Deleting a user: users.delete with the reach of userWriteRefusal, and never oneself. */
+export function assertUserDelete(p: Principal, user: TargetUser, userMemberships: readonly UserMembershipRow[]): void {
+  assertUserWrite(p, 'users.delete', user, userMemberships);
+  if (user.id === p.userId) throw forbidden('You cannot delete yourself');
+}
+
+/**
+ * Moving credits (POST /api/admin/credits/transfer): credits.transfer (account admins, superadmins);
+ * each side must be a balance the caller holds power over: an institution with institutions.credits
+ * (its account's admin) or a user with users.credits and the reach of PATCH /api/admin/user/{id}.
+ * Invisible balances are 404. Both sides must belong to one account (checked by the caller of
+ * assertTransferSides, which knows the accounts).
+ */
+export function assertTransfer(p: Principal): void {
+  if (!holdsPermission(p, 'credits.transfer')) throw forbidden('Missing permission credits.transfer');
+}
+
+export type TransferSide =
+  | { kind: 'institution'; institution: { id: string; accountId: string } }
+  | { kind: 'user'; user: TargetUser; memberships: readonly UserMembershipRow[] };
+
+export function assertTransferSide(p: Principal, side: TransferSide): void {
+  if (side.kind === 'institution') assertInstitution(p, 'institutions.credits', side.institution);
+  else assertUserWrite(p, 'users.credits', side.user, side.memberships);
+}
+
+/**
+ * Whether refused e-mails count against the caller (row 9 of issue 7): every admin but a superadmin,
+ * who sees every tenant anyway. After a few refusals such an admin may create no user until the window
+ * ends, whatever the address, so "this address is taken somewhere" cannot be harvested.
+ */
+export function limitsEmailProbes(p: Principal): boolean {
+  return p.role !== 'superadmin';
 }

@@ -1,7 +1,8 @@
 import { and, asc, eq, isNotNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { likeContains } from '../../db/search.js';
-import { accounts, institutions, memberships, users } from '../../db/schema.js';
+import { accounts, institutionLtiContexts, institutions, memberships, users } from '../../db/schema.js';
+import { payCreditAward } from './credits.repository.js';
 
 export type AccountRow = typeof accounts.$inferSelect;
 export type InstitutionRow = typeof institutions.$inferSelect;
@@ -17,9 +18,28 @@ export async function findAccount(db: DbOrTx, id: string): Promise<AccountRow | 
   return row;
 }
 
+/**
+ * Inserts an institution; its LTI context ids are claimed in institution_lti_contexts in the same
+ * transaction (a context id another institution holds fails with a unique violation, 23505).
+ */
 export async function insertInstitution(db: DbOrTx, row: typeof institutions.$inferInsert): Promise<InstitutionRow> {
-  const [created] = await db.insert(institutions).values(row).returning();
-  return created!;
+  return db.transaction(async (tx) => {
+    const ltiContextIds = row.ltiContextIds ? [...new Set(row.ltiContextIds)] : undefined;
+    const [created] = await tx.insert(institutions).values({ ...row, ...(ltiContextIds ? { ltiContextIds } : {}) }).returning();
+    if (ltiContextIds?.length) await claimLtiContexts(tx, created!.id, ltiContextIds);
+    return created!;
+  });
+}
+
+async function claimLtiContexts(db: DbOrTx, institutionId: string, contextIds: readonly string[]): Promise<void> {
+  await db.delete(institutionLtiContexts).where(eq(institutionLtiContexts.institutionId, institutionId));
+  if (contextIds.length > 0) await db.insert(institutionLtiContexts).values(contextIds.map((contextId) => ({ contextId, institutionId })));
+}
+
+/** The institution that holds an LTI context id, if any. */
+export async function institutionOfLtiContext(db: DbOrTx, contextId: string): Promise<string | undefined> {
+  const [row] = await db.select({ id: institutionLtiContexts.institutionId }).from(institutionLtiContexts).where(eq(institutionLtiContexts.contextId, contextId)).limit(1);
+  return row?.id;
 }
 
 export async function findInstitution(db: DbOrTx, id: string): Promise<InstitutionRow | undefined> {
@@ -39,7 +59,8 @@ export async function countUsers(db: DbOrTx): Promise<number> {
 
 /**
  * Enrols a user; a new member of an institution whose credits are not pooled receives the
- * institution's creditAward on their own balance (atomic increment, only when the membership is new).
+ * institution's creditAward from the institution's balance, once per (user, institution) ever
+ * (payCreditAward).
  */
 export async function upsertMembership(db: DbOrTx, userId: string, institutionId: string, role: string): Promise<{ created: boolean }> {
   const inserted = await db
@@ -51,10 +72,7 @@ export async function upsertMembership(db: DbOrTx, userId: string, institutionId
     await db.update(memberships).set({ role }).where(and(eq(memberships.userId, userId), eq(memberships.institutionId, institutionId)));
     return { created: false };
   }
-  await db.execute(sql`
-    update users u set credits = u.credits + i.credit_award
-      from institutions i
-     where u.id = ${userId} and i.id = ${institutionId} and i.pool_credits = false and i.credit_award > 0`);
+  await payCreditAward(db, userId, institutionId);
   return { created: true };
 }
 
@@ -160,13 +178,18 @@ export async function institutionsUsage(db: DbOrTx, accountIds: readonly string[
   return out;
 }
 
+/** Updates an institution; a new list of LTI context ids is claimed in the same transaction (see insertInstitution). */
 export async function updateInstitution(db: DbOrTx, id: string, patch: Partial<typeof institutions.$inferInsert>, now: Date): Promise<InstitutionRow | undefined> {
-  const [row] = await db
-    .update(institutions)
-    .set({ ...patch, updatedAt: now })
-    .where(eq(institutions.id, id))
-    .returning();
-  return row;
+  return db.transaction(async (tx) => {
+    const ltiContextIds = patch.ltiContextIds ? [...new Set(patch.ltiContextIds)] : undefined;
+    const [row] = await tx
+      .update(institutions)
+      .set({ ...patch, ...(ltiContextIds ? { ltiContextIds } : {}), updatedAt: now })
+      .where(eq(institutions.id, id))
+      .returning();
+    if (row && ltiContextIds) await claimLtiContexts(tx, id, ltiContextIds);
+    return row;
+  });
 }
 
 export async function deleteInstitution(db: DbOrTx, id: string): Promise<boolean> {
@@ -200,29 +223,6 @@ export async function listInstitutions(db: DbOrTx, filter: InstitutionListFilter
     .limit(paging.limit)
     .offset(paging.offset);
   return { rows, total: Number(counted?.n ?? 0) };
-}
-
-/**
- * Adds to (or, negative, takes from) an institution's balance in ONE statement that refuses to go
- * below zero. `undefined`: no such institution, or the balance is too small.
- */
-export async function addInstitutionCredits(db: DbOrTx, id: string, amount: number, now: Date): Promise<number | undefined> {
-  const [row] = await db
-    .update(institutions)
-    .set({ credits: sql`${institutions.credits} + ${amount}::numeric`, updatedAt: now })
-    .where(and(eq(institutions.id, id), sql`${institutions.credits} + ${amount}::numeric >= 0`))
-    .returning({ credits: institutions.credits });
-  return row ? Number(row.credits) : undefined;
-}
-
-/** Same as addInstitutionCredits, for a user's own balance. */
-export async function addUserCredits(db: DbOrTx, id: string, amount: number, now: Date): Promise<number | undefined> {
-  const [row] = await db
-    .update(users)
-    .set({ credits: sql`${users.credits} + ${amount}::numeric`, updatedAt: now })
-    .where(and(eq(users.id, id), sql`${users.credits} + ${amount}::numeric >= 0`))
-    .returning({ credits: users.credits });
-  return row ? Number(row.credits) : undefined;
 }
 
 export async function deleteUser(db: DbOrTx, id: string): Promise<boolean> {

@@ -21,6 +21,8 @@ import {
   PatchAccountBody,
   PatchInstitutionBody,
   PatchUserBody,
+  TransferBody,
+  TransferResponse,
   UsersListResponse,
   UsersQuery,
 } from './tenancy.schemas.js';
@@ -144,8 +146,11 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         tags,
         summary: 'Create an institution',
         description:
-          `Needs institutions.create in the account (superadmin, or account admin of that account); an opening credits balance also needs ` +
-          `institutions.credits. Every field of the spec's Institution and Branding tables may be set; publicId (UUID v4) is generated. ` +
+          `Needs institutions.create in the account (superadmin, or account admin of that account); an opening credits balance creates ` +
+          `credits, so only a superadmin may give one (403 otherwise; it is a topup row of the credit ledger). Branding picture fields and ` +
+          `publicAuthorizedUrls / invoices_urls hold https: URLs (http: too outside production); javascript:, data:, wildcards (*) and ` +
+          `non-URLs are a 400. An LTI context id belongs to one institution across all tenants: one already held elsewhere is a 409 CONFLICT ` +
+          `(the holder is not named). Every field of the spec's Institution and Branding tables may be set; publicId (UUID v4) is generated. ` +
           `An account the caller cannot see is 404. ${SCOPE_NOTE}`,
         security: SECURED,
         body: CreateInstitutionBody,
@@ -199,7 +204,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         description:
           `Needs institutions.edit on it. Institution admins may edit their own institution (name, branding, texts, feature switches, URLs) but ` +
           `not ${ACCOUNT_LEVEL_INSTITUTION_FIELDS.join(', ')} (403): those belong to the account admin and the superadmin. ` +
-          `The account never changes and the balance changes only through POST /api/admin/institution/{id}/credits (both are ignored here). ${SCOPE_NOTE}`,
+          `The account never changes and the balance changes only through the credits routes (both are ignored here). URL fields: https: ` +
+          `only (http: too outside production; javascript:, data:, * and non-URLs are a 400). ltiContextIds: each id belongs to one institution ` +
+          `across all tenants; an id held by another institution is a 409 CONFLICT and nothing changes (duplicates in the list collapse). ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         body: PatchInstitutionBody,
@@ -234,10 +241,12 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
     {
       schema: {
         tags,
-        summary: "Top up (or correct) an institution's balance",
+        summary: "Top up (or correct) an institution's balance: superadmins only",
         description:
-          `Needs institutions.credits on it (superadmin, account admin of its account). One atomic statement adds amount; a negative ` +
-          `amount that would take the balance below zero, or with more than 4 decimals, is a 400 and changes nothing. ${SCOPE_NOTE}`,
+          `Creates (or, negative, removes) credits: a superadmin's act only (credits.mint); an account admin gets 403 and moves the credits ` +
+          `it holds with POST /api/admin/credits/transfer instead. One atomic statement adds amount and a credit_ledger row (kind topup, or ` +
+          `correction when negative) records it in the same transaction; a negative amount that would take the balance below zero, or with ` +
+          `more than 4 decimals, is a 400 and changes nothing. |amount| ≤ 1e9. ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         body: CreditsBody,
@@ -259,8 +268,11 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         description:
           'Superadmin: any account and role. Account admin: users of its account, roles user or accountadmin. Institution admin: plain users ' +
           'of its account enrolled in at least one institution, all of which it administers. Except for a superadmin, every listed institution ' +
-          'must belong to the account (400). An opening credits balance needs users.credits. A new member of an institution with ' +
-          'poolCredits false receives its creditAward. An e-mail already in use (case-insensitive) is a 409 CONFLICT. ' +
+          'must belong to the account (400). An opening credits balance creates credits: superadmins only (403). A new member of an institution ' +
+          'with poolCredits false receives its creditAward from the institution\'s balance, once per user and institution ever. An e-mail ' +
+          'already in use (case-insensitive) is a 409 CONFLICT with the same body whichever tenant holds it; since e-mails are global login ' +
+          'names that one bit cannot be hidden, so an admin other than a superadmin who collects ADMIN_EMAIL_CONFLICTS_PER_HOUR such refusals ' +
+          'may create no user for the rest of that hour (429 with Retry-After, whatever the address): addresses cannot be harvested. ' +
           `An account or institution the caller cannot see is 404. ${SCOPE_NOTE}`,
         security: SECURED,
         body: CreateUserBody,
@@ -353,10 +365,11 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
     {
       schema: {
         tags,
-        summary: "Top up (or correct) a user's own balance",
+        summary: "Top up (or correct) a user's own balance: superadmins only",
         description:
-          `Needs users.credits on the user (superadmin, account admin of the user's account; same reach rules as PATCH /api/admin/user/{id}). One atomic statement adds amount; a negative ` +
-          `amount that would take the balance below zero, or with more than 4 decimals, is a 400 and changes nothing. ${SCOPE_NOTE}`,
+          `Creates (or, negative, removes) credits: a superadmin's act only (credits.mint); account admins get 403 and use ` +
+          `POST /api/admin/credits/transfer. One atomic statement adds amount, with its credit_ledger row (topup / correction) in the same ` +
+          `transaction; a negative amount that would take the balance below zero, or with more than 4 decimals, is a 400 and changes nothing. ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         body: CreditsBody,
@@ -365,6 +378,29 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
       ...admin,
     },
     async (request) => ({ success: true, data: await service.addUserCredits(authOf(request), request.params.id, request.body.amount) }),
+  );
+
+  app.post(
+    '/api/admin/credits/transfer',
+    {
+      schema: {
+        tags,
+        summary: 'Move credits between two balances of one account',
+        description:
+          'Credits are conserved: only a superadmin creates them (the top-up routes); an account admin moves credits it holds. from and to ' +
+          'each name one balance, {institution} or {user}. Needs credits.transfer (account admins, superadmins; institution admins and users 403) ' +
+          'and, on each side, power over that balance: an institution of the caller\'s account (institutions.credits), or a user it may change ' +
+          'as a whole (users.credits, same reach as PATCH /api/admin/user/{id}). A balance the caller cannot see is 404. Both balances must ' +
+          'belong to one account, and differ (400). The debit is one conditional UPDATE (credits - amount where credits >= amount): a source ' +
+          'that holds too little is a 400 and nothing moves, and concurrent transfers never overdraw it. The debit, the credit and their two ' +
+          `ledger rows (transfer_out, transfer_in, sharing refId) are one transaction. ${SCOPE_NOTE}`,
+        security: SECURED,
+        body: TransferBody,
+        response: { 200: TransferResponse, ...errorResponses(400, 401, 403, 404) },
+      },
+      ...admin,
+    },
+    async (request) => ({ success: true, data: await service.transferCredits(authOf(request), request.body) }),
   );
 
   // ───────────── memberships ─────────────
@@ -376,8 +412,11 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         tags,
         summary: 'Enrol a user in an institution, or change their role there',
         description:
-          '201 when the enrolment is new (a new member of an institution with poolCredits false receives its creditAward once), 200 when it ' +
-          'existed (role changed or unchanged). Needs memberships.edit on the institution. Except for a superadmin, the user must belong to ' +
+          '201 when the enrolment is new, 200 when it existed (role changed or unchanged). A new member of an institution with poolCredits ' +
+          'false receives its creditAward, moved from the institution\'s balance (two award ledger rows), once per user and institution ' +
+          'ever: leaving and joining again pays nothing; an institution that cannot cover the award pays none (and pays it at a later ' +
+          'enrolment once funded). ' +
+          'Needs memberships.edit on the institution. Except for a superadmin, the user must belong to ' +
           "the institution's account (403). Account admins of the institution's account manage any enrolment there. An institution admin " +
           'enrols plain users as members, may not change or end the enrolment of a fellow admin (403), and grants admin only to a user ' +
           'it may change as a whole (see PATCH /api/admin/user/{id}). ' +

@@ -18,6 +18,20 @@ export const InstitutionRoleSchema = Type.Enum(['admin', 'user'], { description:
 export const CreditsBody = Type.Object({
   amount: Type.Number({ minimum: -1e9, maximum: 1e9, description: 'Credits to add; negative to correct (never below zero). Non-zero, |amount| ≤ 1e9, a multiple of 0.0001 (more decimals: 400)' }),
 });
+const Balance = Type.Object(
+  { institution: Type.Optional(Id('Institution id')), user: Type.Optional(Id('User id')) },
+  { description: 'Exactly one of institution / user' },
+);
+export const TransferBody = Type.Object({
+  from: Balance,
+  to: Balance,
+  amount: Type.Number({ exclusiveMinimum: 0, maximum: 1e9, description: 'Credits to move: > 0, ≤ 1e9, a multiple of 0.0001' }),
+});
+const BalanceAfter = Type.Object({ institution: Type.Optional(Type.String()), user: Type.Optional(Type.String()), credits: Type.Number({ description: 'Balance after the transfer' }) });
+export const TransferResponse = Type.Object({
+  success: Type.Boolean(),
+  data: Type.Object({ refId: Type.String({ description: 'Shared by the transfer_out and transfer_in ledger rows' }), amount: Type.Number(), from: BalanceAfter, to: BalanceAfter }),
+});
 export const CreditsResponse = Type.Object({ success: Type.Boolean(), data: Type.Object({ _id: Type.String(), credits: Type.Number() }) });
 
 // ───────────── accounts ─────────────

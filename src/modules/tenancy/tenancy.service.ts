@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context.js';
 import type { InstitutionRow } from './tenancy.repository.js';
-import { badField, conflict, forbidden, notFound, validationFailed } from '../../shared/errors.js';
+import { AppError, badField, conflict, notFound, rateLimited } from '../../shared/errors.js';
 import { newId, newPublicId } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
@@ -8,20 +8,32 @@ import { endCredentials } from '../identity/credentials.js';
 import { findMembership, findUserByEmail, findUserById, updateUser } from '../identity/identity.repository.js';
 import { profileChanges } from '../identity/identity.service.js';
 import { hashPassword } from '../identity/passwords.js';
-import { canInAccount, canInInstitution, holdsPermission, type GlobalRole } from './permissions.js';
+import type { GlobalRole } from './permissions.js';
 import {
   assertAccount,
+  assertAccountCreate,
+  assertAccountDelete,
+  assertAccountUpdate,
   assertGrantable,
   assertInstitution,
+  assertInstitutionCreate,
+  assertInstitutionPatch,
   assertMembershipWrite,
+  assertMint,
+  assertTransfer,
+  assertTransferSide,
+  assertUserCreate,
+  assertUserDelete,
   assertUserRead,
   assertUserWrite,
-  canEditAccountLevelFields,
+  limitsEmailProbes,
   listingScope,
-  seesAccount,
-  seesInstitution,
   visibleMembership,
+  type TransferSide,
 } from './tenancy.policy.js';
+import { moveInstitutionCredits, moveUserCredits, transferCredits, type Holder } from './credits.repository.js';
+import { checkUrlList, checkUrlValue } from './urls.js';
+import { WindowCounter } from '../../shared/window-counter.js';
 import { presentAccount, presentAdminUser, presentInstitution, presentInstitutionsUsage } from './tenancy.presenters.js';
 import * as repo from './tenancy.repository.js';
 import type { AccountsListInput, CreateInstitutionInput, CreateUserInput, PatchInstitutionInput, PatchUserInput } from './tenancy.schemas.js';
@@ -69,6 +81,28 @@ const INSTITUTION_COLUMNS = {
 export const ACCOUNT_LEVEL_INSTITUTION_FIELDS = ['status', 'creditAward', 'poolCredits', 'maxFiles', 'maxCompletionTokens', 'summaryModel', 'conversationModel'] as const;
 
 const MAX_CREDIT_CHANGE = 1e9;
+
+/** Branding picture fields: an URL, or '' (no picture). */
+const PICTURE_FIELDS = ['picture', 'picture_bg', 'picture_dark_bg', 'picture_animated'] as const;
+/** URL list fields. */
+const URL_LIST_FIELDS = ['publicAuthorizedUrls', 'invoices_urls'] as const;
+
+/** 400 on the field when a URL field holds anything but https: (http: outside production) URLs; see urls.ts. */
+function checkUrlFields(input: PatchInstitutionInput, allowHttp: boolean): void {
+  for (const field of PICTURE_FIELDS) {
+    const value = input[field];
+    if (value === undefined || value === '') continue;
+    const problem = checkUrlValue(value, allowHttp);
+    if (problem) throw badField(field, `${field} ${problem}`);
+  }
+  for (const field of URL_LIST_FIELDS) {
+    const value = input[field];
+    if (value === undefined) continue;
+    const problem = checkUrlList(value, allowHttp);
+    if (problem) throw badField(field, `${field} ${problem}`);
+  }
+  if (input.ltiContextIds?.some((id) => id.trim() === '' || id.trim() !== id)) throw badField('ltiContextIds', 'ltiContextIds must not hold blank ids or ids with surrounding spaces');
+}
 
 function institutionColumns(input: PatchInstitutionInput): Partial<InstitutionRow> {
   const out: Record<string, unknown> = {};
@@ -120,8 +154,45 @@ function isUniqueViolation(err: unknown): boolean {
   return e?.code === '23505' || e?.cause?.code === '23505';
 }
 
+/** A duplicate LTI context id: it belongs to another institution (409; the holder is not named). */
+function isLtiConflict(err: unknown): boolean {
+  const e = err as { constraint?: unknown; cause?: { constraint?: unknown; detail?: unknown } } | null;
+  const text = `${String(e?.constraint ?? '')} ${String(e?.cause?.constraint ?? '')} ${String(e?.cause?.detail ?? '')}`;
+  return isUniqueViolation(err) && /institution_lti_contexts|context_id/.test(text);
+}
+
+const LTI_TAKEN = 'An LTI context id in ltiContextIds already belongs to another institution; each context id maps to one institution';
+
+const HOUR_MS = 3_600_000;
+
+const EMAIL_UNAVAILABLE = 'This e-mail address cannot be used for a new user';
+
+export interface TransferInput {
+  from: { institution?: string; user?: string };
+  to: { institution?: string; user?: string };
+  amount: number;
+}
+
+/** Exactly one of institution / user names a balance. */
+function holderOf(side: { institution?: string; user?: string }, field: string): Holder {
+  if (side.institution !== undefined && side.user === undefined) return { institution: side.institution };
+  if (side.user !== undefined && side.institution === undefined) return { user: side.user };
+  throw badField(field, `${field} must name exactly one balance: {institution} or {user}`);
+}
+
+const sameHolder = (a: Holder, b: Holder) => ('institution' in a && 'institution' in b && a.institution === b.institution) || ('user' in a && 'user' in b && a.user === b.user);
+
+const sideAccount = (side: TransferSide) => (side.kind === 'institution' ? side.institution.accountId : side.user.accountId);
+
 export class TenancyService {
+  /** Refused e-mails per admin (row 9 of issue 7); in-process, like the other limits without REDIS_URL. */
+  private readonly emailConflicts = new WindowCounter(HOUR_MS);
+
   constructor(private readonly ctx: AppContext) {}
+
+  private get allowHttpUrls(): boolean {
+    return this.ctx.config.nodeEnv !== 'production';
+  }
 
   private get db() {
     return this.ctx.db;
@@ -140,7 +211,7 @@ export class TenancyService {
   }
 
   async createAccount(auth: AuthContext, input: { name: string; managerEmail?: string; status?: string }) {
-    if (!holdsPermission(auth, 'accounts.create')) throw forbidden('Missing permission accounts.create');
+    assertAccountCreate(auth);
     const name = input.name.trim();
     if (!name) throw badField('name', 'name must not be blank');
     const now = this.now();
@@ -163,10 +234,7 @@ export class TenancyService {
 
   async updateAccount(auth: AuthContext, id: string, input: { name?: string; managerEmail?: string | null; status?: string }) {
     const account = await this.loadAccount(id);
-    assertAccount(auth, 'accounts.edit', account.id);
-    if (input.status !== undefined && input.status !== account.status && !canInAccount(auth, 'accounts.delete', account.id)) {
-      throw forbidden('Only a superadmin may change the status of an account');
-    }
+    assertAccountUpdate(auth, account, input);
     const patch: Partial<repo.AccountRow> = {};
     if (input.name !== undefined) {
       patch.name = input.name.trim();
@@ -182,8 +250,7 @@ export class TenancyService {
 
   async deleteAccount(auth: AuthContext, id: string): Promise<void> {
     const account = await this.loadAccount(id);
-    assertAccount(auth, 'accounts.delete', account.id);
-    if (account.id === auth.accountId) throw forbidden('You cannot delete the account you belong to');
+    assertAccountDelete(auth, account);
     const deleted = await repo.deleteAccount(this.db, account.id);
     this.ctx.auth.cache.invalidateAccount(account.id);
     if (!deleted) throw notFound('Account');
@@ -222,22 +289,34 @@ export class TenancyService {
     checkCreditValue('creditAward', input.creditAward);
     const account = await repo.findAccount(this.db, input.account);
     if (!account) throw notFound('Account');
-    assertAccount(auth, 'institutions.create', account.id);
-    if (input.credits && !canInAccount(auth, 'institutions.credits', account.id)) throw forbidden('Missing permission institutions.credits on this account');
+    assertInstitutionCreate(auth, account.id, input.credits);
     const { account: _account, credits, ...fields } = input;
+    checkUrlFields(fields, this.allowHttpUrls);
     const now = this.now();
-    const row = await repo.insertInstitution(this.db, {
-      ...institutionColumns(fields),
-      id: newId(),
-      accountId: account.id,
-      publicId: newPublicId(),
-      name: input.name.trim(),
-      ainame: input.ainame.trim(),
-      credits: credits ?? 0,
-      createdAt: now,
-      updatedAt: now,
-    });
-    return presentInstitution(row);
+    const id = newId();
+    try {
+      const row = await this.db.transaction(async (tx) => {
+        const inserted = await repo.insertInstitution(tx, {
+          ...institutionColumns(fields),
+          id,
+          accountId: account.id,
+          publicId: newPublicId(),
+          name: input.name.trim(),
+          ainame: input.ainame.trim(),
+          credits: 0,
+          createdAt: now,
+          updatedAt: now,
+        });
+        if (!credits) return inserted;
+        // An opening balance is a top-up by a superadmin, recorded like any other.
+        const balance = await moveInstitutionCredits(tx, id, credits, { kind: 'topup', actorUserId: auth.userId, note: 'opening balance' });
+        return { ...inserted, credits: balance ?? 0 };
+      });
+      return presentInstitution(row);
+    } catch (err) {
+      if (isLtiConflict(err)) throw new AppError(409, 'CONFLICT', LTI_TAKEN, [{ field: 'ltiContextIds', message: LTI_TAKEN }]);
+      throw err;
+    }
   }
 
   async getInstitution(auth: AuthContext, id: string) {
@@ -249,16 +328,20 @@ export class TenancyService {
   async updateInstitution(auth: AuthContext, id: string, input: PatchInstitutionInput) {
     checkCreditValue('creditAward', input.creditAward);
     const institution = await this.loadInstitution(id);
-    assertInstitution(auth, 'institutions.edit', institution);
     const patch = institutionColumns(input);
-    if (!canEditAccountLevelFields(auth, institution)) {
-      const touched = ACCOUNT_LEVEL_INSTITUTION_FIELDS.filter((f) => {
-        const column = INSTITUTION_COLUMNS[f];
-        return column in patch && String(patch[column]) !== String(institution[column]);
-      });
-      if (touched.length > 0) throw forbidden(`Only account admins may change ${touched.join(', ')}`);
+    const changed = (Object.keys(INSTITUTION_COLUMNS) as Array<keyof typeof INSTITUTION_COLUMNS>).filter((f) => {
+      const column = INSTITUTION_COLUMNS[f];
+      return column in patch && String(patch[column]) !== String(institution[column]);
+    });
+    assertInstitutionPatch(auth, institution, changed, ACCOUNT_LEVEL_INSTITUTION_FIELDS);
+    checkUrlFields(input, this.allowHttpUrls);
+    let row: InstitutionRow | undefined;
+    try {
+      row = Object.keys(patch).length > 0 ? await repo.updateInstitution(this.db, institution.id, patch, this.now()) : institution;
+    } catch (err) {
+      if (isLtiConflict(err)) throw new AppError(409, 'CONFLICT', LTI_TAKEN, [{ field: 'ltiContextIds', message: LTI_TAKEN }]);
+      throw err;
     }
-    const row = Object.keys(patch).length > 0 ? await repo.updateInstitution(this.db, institution.id, patch, this.now()) : institution;
     if (patch.status !== undefined) this.ctx.auth.cache.invalidateInstitution(institution.id);
     if (!row) throw notFound('Institution');
     return presentInstitution(row);
@@ -288,7 +371,10 @@ export class TenancyService {
     checkAmount(amount);
     const institution = await this.loadInstitution(id);
     assertInstitution(auth, 'institutions.credits', institution);
-    const credits = await repo.addInstitutionCredits(this.db, institution.id, amount, this.now());
+    assertMint(auth);
+    const credits = await this.db.transaction((tx) =>
+      moveInstitutionCredits(tx, institution.id, amount, { kind: amount > 0 ? 'topup' : 'correction', actorUserId: auth.userId }),
+    );
     if (credits === undefined) {
       const current = await repo.findInstitution(this.db, institution.id);
       if (!current) throw notFound('Institution');
@@ -316,36 +402,32 @@ export class TenancyService {
   async createUser(auth: AuthContext, input: CreateUserInput) {
     checkCreditValue('credits', input.credits);
     const account = await repo.findAccount(this.db, input.account);
-    if (!account || !seesAccount(auth, account.id)) throw notFound('Account');
+    if (!account) throw notFound('Account');
     const role: GlobalRole = input.role ?? 'user';
-    assertGrantable(auth, role);
-
     const wanted = input.institutions.map((i) => i.institution);
     if (new Set(wanted).size !== wanted.length) throw badField('institutions', 'institutions lists the same institution twice');
     const found = new Map((await repo.findInstitutions(this.db, wanted)).map((i) => [i.id, i]));
-    for (const id of wanted) {
-      const inst = found.get(id);
-      if (!inst || !seesInstitution(auth, inst)) throw notFound('Institution');
-    }
-    if (auth.role !== 'superadmin') {
-      const foreign = wanted.filter((id) => found.get(id)!.accountId !== account.id);
-      if (foreign.length > 0) {
-        throw validationFailed('Every institution must belong to the account of the user', foreign.map((id) => ({ field: 'institutions', message: `institution ${id} belongs to another account` })));
-      }
-    }
-
-    if (!canInAccount(auth, 'users.create', account.id)) {
-      // Institution admins: only into institutions they administer, at least one, in their account.
-      if (wanted.length === 0) throw forbidden('Institution admins must enrol the new user in an institution they administer');
-      for (const id of wanted) {
-        if (!canInInstitution(auth, 'users.create', found.get(id)!)) throw forbidden('You may only enrol new users in institutions you administer');
-      }
-    }
-    if (input.credits && !canInAccount(auth, 'users.credits', account.id)) throw forbidden('Missing permission users.credits on this account');
+    const listed = wanted.map((id) => found.get(id) ?? { id, accountId: '' });
+    assertUserCreate(auth, { account, role, institutions: listed, openingCredits: input.credits });
     const profile = profileChanges(input);
 
+    // An e-mail is a global login name, so a taken one must be refused; the refusal is the same whatever
+    // tenant holds it, and an admin who collects a few refusals may create no user for the rest of the
+    // hour (row 9 of issue 7: "is this address taken?" cannot be harvested).
+    const probeKey = `email-conflicts:${auth.userId}`;
+    const nowMs = this.now().getTime();
+    if (limitsEmailProbes(auth)) {
+      const probes = this.emailConflicts.peek(probeKey, nowMs);
+      if (probes.count >= this.ctx.config.adminEmailConflictsPerHour) {
+        throw rateLimited(probes.retryAfterSeconds, `Too many refused e-mail addresses: you may create users again in ${probes.retryAfterSeconds} s`);
+      }
+    }
+    const refuseEmail = () => {
+      if (limitsEmailProbes(auth)) this.emailConflicts.hit(probeKey, nowMs);
+      return conflict(EMAIL_UNAVAILABLE);
+    };
     const email = input.email.trim();
-    if (await findUserByEmail(this.db, email)) throw conflict('A user with this e-mail address already exists');
+    if (await findUserByEmail(this.db, email)) throw refuseEmail();
     const passwordHash = await hashPassword(input.password);
     const now = this.now();
     const id = newId();
@@ -358,15 +440,17 @@ export class TenancyService {
           passwordHash,
           ...profile,
           role,
-          credits: input.credits ?? 0,
+          credits: 0,
           currentInstitutionId: wanted[0] ?? null,
           createdAt: now,
           updatedAt: now,
         });
+        // An opening balance is a top-up by a superadmin (assertUserCreate), recorded like any other.
+        if (input.credits) await moveUserCredits(tx, id, input.credits, { kind: 'topup', actorUserId: auth.userId, note: 'opening balance' });
         for (const m of input.institutions) await repo.upsertMembership(tx, id, m.institution, m.role);
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw conflict('A user with this e-mail address already exists');
+      if (isUniqueViolation(err)) throw refuseEmail();
       throw err;
     }
     const { user, memberships } = await this.loadUser(id);
@@ -404,8 +488,7 @@ export class TenancyService {
 
   async deleteUser(auth: AuthContext, id: string): Promise<void> {
     const { user, memberships } = await this.loadUser(id);
-    assertUserWrite(auth, 'users.delete', user, memberships);
-    if (user.id === auth.userId) throw forbidden('You cannot delete yourself');
+    assertUserDelete(auth, user, memberships);
     const deleted = await repo.deleteUser(this.db, user.id);
     this.ctx.auth.cache.invalidateUser(user.id);
     if (!deleted) throw notFound('User');
@@ -433,7 +516,8 @@ export class TenancyService {
     checkAmount(amount);
     const { user, memberships } = await this.loadUser(id);
     assertUserWrite(auth, 'users.credits', user, memberships);
-    const credits = await repo.addUserCredits(this.db, user.id, amount, this.now());
+    assertMint(auth);
+    const credits = await this.db.transaction((tx) => moveUserCredits(tx, user.id, amount, { kind: amount > 0 ? 'topup' : 'correction', actorUserId: auth.userId }));
     this.ctx.auth.cache.invalidateUser(user.id); // credits of GET /me
     if (credits === undefined) {
       const current = await findUserById(this.db, user.id);
@@ -441,6 +525,32 @@ export class TenancyService {
       throw badField('amount', `The balance cannot go below zero (balance ${Number(current.credits)}, amount ${amount})`);
     }
     return { _id: user.id, credits };
+  }
+
+  /**
+   * Moves credits between two balances of one account (institution or user), both of which the caller
+   * holds power over (tenancy.policy assertTransferSide): the sum over the account never changes.
+   */
+  async transferCredits(auth: AuthContext, input: TransferInput) {
+    assertTransfer(auth);
+    if (!isMultipleOfCreditUnit(input.amount)) throw badField('amount', 'amount must be a multiple of 0.0001 (at most 4 decimals)');
+    const from = holderOf(input.from, 'from');
+    const to = holderOf(input.to, 'to');
+    if (sameHolder(from, to)) throw badField('to', 'from and to name the same balance');
+    const sides = [await this.transferSide(from), await this.transferSide(to)] as const;
+    for (const side of sides) assertTransferSide(auth, side);
+    const [fromAccount, toAccount] = sides.map(sideAccount);
+    if (fromAccount !== toAccount) throw badField('to', 'Credits move only between balances of one account');
+    const moved = await transferCredits(this.db, from, to, input.amount, auth.userId);
+    for (const holder of [from, to]) if ('user' in holder) this.ctx.auth.cache.invalidateUser(holder.user); // credits of GET /me
+    if (!moved) throw badField('amount', `The source balance is smaller than ${input.amount}`);
+    return { refId: moved.refId, amount: input.amount, from: { ...from, credits: moved.from }, to: { ...to, credits: moved.to } };
+  }
+
+  private async transferSide(holder: Holder): Promise<TransferSide> {
+    if ('institution' in holder) return { kind: 'institution', institution: await this.loadInstitution(holder.institution) };
+    const { user, memberships } = await this.loadUser(holder.user);
+    return { kind: 'user', user, memberships };
   }
 
   // ───────────── memberships ─────────────

@@ -1,14 +1,14 @@
 import type { AppContext } from '../../context.js';
 import { buildSanitizeRequest } from '../../providers/llm/index.js';
 import { UpstreamError } from '../../providers/llm/types.js';
-import { badField, conflict, forbidden, notFound, upstreamFailed } from '../../shared/errors.js';
+import { badField, conflict, notFound, upstreamFailed } from '../../shared/errors.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import * as repo from './chunks.repository.js';
 import type { ChunkRow, ChunkUpload } from './chunks.repository.js';
 import { countTokens } from './ingest/chunker.js';
 import { EMBEDDER_CHANGED_MESSAGE, embedderMatches, vectorLiteral } from './ingest/pipeline.js';
-import { canModify } from './vault.policy.js';
+import { assertModify } from './vault.policy.js';
 
 export function presentChunk(c: ChunkRow) {
   return { _id: c.id, upload: c.uploadId, index: c.index, text: c.text, tokens: c.tokens };
@@ -54,7 +54,7 @@ export class ChunksService {
     if (text === undefined) throw badField('sanitizedText', 'sanitizedText (or text) is required');
 
     const { upload } = await this.visible(auth, chunkId);
-    if (!canModify(auth, upload)) throw forbidden('Only the owner of the file or a vault administrator may change its chunks');
+    assertModify(auth, upload, 'Only the owner of the file or a vault administrator may change its chunks');
 
     const embedder = this.ctx.providers.embedder;
     let vector: string;
@@ -92,7 +92,7 @@ export class ChunksService {
    */
   async sanitize(auth: AuthContext, chunkId: string) {
     const { chunk, upload } = await this.visible(auth, chunkId);
-    if (!canModify(auth, upload)) throw forbidden('Only the owner of the file or a vault administrator may sanitize its chunks');
+    assertModify(auth, upload, 'Only the owner of the file or a vault administrator may sanitize its chunks');
     const model = upload.institutionId && upload.summaryModel ? upload.summaryModel : undefined;
     const result = await this.ctx.providers.chatModel.complete(buildSanitizeRequest(chunk.text, model));
     const tokensUsed = Math.max(0, Math.round(result.usage.totalTokens));

@@ -1,5 +1,5 @@
 import type { AppContext } from '../../context.js';
-import { badField, forbidden, notFound } from '../../shared/errors.js';
+import { badField, notFound } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { presentCollection } from './collections.presenters.js';
@@ -7,7 +7,7 @@ import * as repo from './collections.repository.js';
 import type { VaultLevel } from './collections.repository.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
 import { visibleText } from './text.js';
-import { canModify, placementFor, samePlace, type VaultScope } from './vault.policy.js';
+import { assertModify, placementFor, samePlace, type VaultScope } from './vault.policy.js';
 
 export interface CreateCollectionInput {
   name: string;
@@ -146,7 +146,7 @@ export class CollectionsService {
     await this.ctx.db.transaction(async (tx) => {
       const current = await repo.findVisibleCollection(tx, auth, id);
       if (!current) throw notFound('Collection');
-      if (!canModify(auth, current)) throw forbidden('Only the owner or a vault administrator may change this collection');
+      assertModify(auth, current, 'Only the owner or a vault administrator may change this collection');
       if (input.parent !== undefined && input.parent !== current.parentId) {
         await repo.lockTreeOfAccount(tx, current.accountId);
         if (input.parent !== null) {
@@ -171,7 +171,7 @@ export class CollectionsService {
     return this.ctx.db.transaction(async (tx) => {
       const found = await repo.findVisibleCollection(tx, auth, id);
       if (!found) throw notFound('Collection');
-      if (!canModify(auth, found)) throw forbidden('Only the owner or a vault administrator may delete this collection');
+      assertModify(auth, found, 'Only the owner or a vault administrator may delete this collection');
       // Tree lock first, row lock second: the same order as a move, so the two cannot deadlock.
       await repo.lockTreeOfAccount(tx, found.accountId);
       const current = await repo.findVisibleCollection(tx, auth, id, { lock: 'update' });

@@ -8,7 +8,6 @@ import { badField, conflict, forbidden, notFound, payloadTooLarge, validationFai
 import { isUuid, newId } from '../../shared/ids.js';
 import { pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
-import { canInInstitution } from '../tenancy/permissions.js';
 import { findVisibleCollection, type CollectionRef } from './collections.repository.js';
 import { detectFormat, SUPPORTED_FORMATS, type Format } from './ingest/extract.js';
 import { INGEST_MAX_ATTEMPTS, INGEST_QUEUE } from './ingest/pipeline.js';
@@ -16,7 +15,7 @@ import * as repo from './uploads.repository.js';
 import type { UploadListFilters, UploadRow } from './uploads.repository.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
 import { visibleText } from './text.js';
-import { canModify, placementFor, samePlace, VAULT_SCOPES, type VaultScope } from './vault.policy.js';
+import { assertMayUploadTo, assertMemberOf, assertModify, assertPrivacyChange, placementFor, samePlace, VAULT_SCOPES, type VaultScope } from './vault.policy.js';
 
 /** What the service needs of a multipart part (the shape @fastify/multipart yields). */
 export type UploadPart =
@@ -282,9 +281,7 @@ export class UploadsService {
     if (placement.institutionId) {
       const institution = await repo.findInstitutionLimits(db, placement.institutionId, { lock: options.lock });
       if (!institution) throw notFound('Institution');
-      if (institution.disableFileUploadForUser && !canInInstitution(auth, 'vault.admin', institution)) {
-        throw forbidden('File uploads are disabled for users of this institution: only its administrators may upload');
-      }
+      assertMayUploadTo(auth, institution);
       const count = await repo.countInstitutionUploads(db, institution.id);
       if (count >= institution.maxFiles) {
         throw forbidden(`This institution has reached its limit of ${institution.maxFiles} files (maxFiles): delete files or ask an administrator to raise the limit`);
@@ -342,8 +339,7 @@ export class UploadsService {
     const filters: UploadListFilters = { scope: q.scope };
     const institutionId = q.institution ?? auth.institutionId ?? undefined;
     if (q.scope !== 'personal' && institutionId) {
-      const membership = auth.memberships.get(institutionId);
-      if (!membership) throw forbidden('You are not a member of this institution');
+      const membership = assertMemberOf(auth, institutionId);
       filters.institutionId = institutionId;
       filters.accountId = membership.accountId;
     }
@@ -385,11 +381,9 @@ export class UploadsService {
       // locked: a concurrent DELETE (or another PATCH) of this file waits, and this one sees its result
       const current = await repo.findVisibleUpload(tx, auth, id, { lock: true });
       if (!current) throw notFound('File');
-      if (!canModify(auth, current)) throw forbidden('Only the owner or a vault administrator may change this file');
+      assertModify(auth, current, 'Only the owner or a vault administrator may change this file');
       if (current.status === 'deleted') throw conflict('The file is deleted');
-      if (input.is_private !== undefined && input.is_private !== current.isPrivate && current.ownerUserId !== auth.userId) {
-        throw forbidden('Only the owner may change is_private');
-      }
+      if (input.is_private !== undefined && input.is_private !== current.isPrivate) assertPrivacyChange(auth, current);
       if (input.status !== undefined && input.status !== current.status && !MUTABLE_STATUSES.includes(current.status)) {
         throw conflict(
           current.status === 'processing'
@@ -433,7 +427,7 @@ export class UploadsService {
     const row = await this.ctx.db.transaction(async (tx) => {
       const current = await repo.findVisibleUpload(tx, auth, id, { lock: true });
       if (!current) throw notFound('File');
-      if (!canModify(auth, current)) throw forbidden('Only the owner or a vault administrator may delete this file');
+      assertModify(auth, current, 'Only the owner or a vault administrator may delete this file');
       if (current.status === 'deleted') return current;
       const deleted = await repo.markDeleted(tx, id, now);
       if (!deleted) return (await repo.findVisibleUpload(tx, auth, id)) ?? current; // deleted meanwhile: the same answer

@@ -120,3 +120,27 @@ export function placementFor(auth: AuthContext, scope: VaultScope, institution?:
   if (!membership) throw forbidden('You are not a member of this institution');
   return { institutionId, accountId: membership.accountId };
 }
+
+/** 403 with `message` unless the caller may change the record (see canModify). */
+export function assertModify(auth: AuthContext, r: ScopedRecord, message: string): void {
+  if (!canModify(auth, r)) throw forbidden(message);
+}
+
+/** Only the owner of a record changes whether it is private (an administrator who may modify it may not). */
+export function assertPrivacyChange(auth: AuthContext, r: Pick<ScopedRecord, 'ownerUserId'>): void {
+  if (r.ownerUserId !== auth.userId) throw forbidden('Only the owner may change is_private');
+}
+
+/** An institution that disables uploads for users still lets its vault administrators upload. */
+export function assertMayUploadTo(auth: AuthContext, institution: { id: string; accountId: string; disableFileUploadForUser: boolean }): void {
+  if (institution.disableFileUploadForUser && !canInInstitution(auth, 'vault.admin', institution)) {
+    throw forbidden('File uploads are disabled for users of this institution: only its administrators may upload');
+  }
+}
+
+/** Listing an institution's shared files needs an (active) enrolment there; returns the institution's account. */
+export function assertMemberOf(auth: AuthContext, institutionId: string): { accountId: string } {
+  const membership = auth.memberships.get(institutionId);
+  if (!membership) throw forbidden('You are not a member of this institution');
+  return { accountId: membership.accountId };
+}
