@@ -48,9 +48,10 @@ const env: Record<string, string> = {
   JWT_SECRET: 'soak-jwt-secret-soak-jwt-secret-0123456789ab',
   ENCRYPTION_KEY: 'soak-encryption-key-soak-encryption-key-012',
   LOG_LEVEL: 'warn',
-  LOGIN_RATE_LIMIT_PER_IP: '10000000',
-  LOGIN_RATE_LIMIT_PER_EMAIL: '10000000',
-  SEARCH_RATE_LIMIT_PER_MINUTE: '10000000',
+  LOGIN_RATE_LIMIT_PER_IP: '100000',
+  LOGIN_RATE_LIMIT_PER_EMAIL: '100000',
+  LOGIN_RATE_LIMIT_WINDOW_SECONDS: '60',
+  SEARCH_RATE_LIMIT_PER_MINUTE: '100000',
   UPLOAD_RATE_LIMIT_PER_MINUTE: '100000',
   // access tokens must outlive the soak: the load generator cannot refresh them mid-run
   ACCESS_TOKEN_TTL_SECONDS: String(Math.min(86_400, Math.ceil(minutes * 60 + 3600))),
@@ -155,10 +156,10 @@ try {
       t: Math.round((Date.now() - started) / 1000),
       requests: b.latencies.length,
       errors: b.errors,
-      p50: percentile(b.latencies, 50),
-      p95: percentile(b.latencies, 95),
-      p99: percentile(b.latencies, 99),
-      max: percentile(b.latencies, 100),
+      p50: Math.round(percentile(b.latencies, 50)),
+      p95: Math.round(percentile(b.latencies, 95)),
+      p99: Math.round(percentile(b.latencies, 99)),
+      max: Math.round(percentile(b.latencies, 100)),
       rssMB: Math.round(rss / 2 ** 20),
     };
     report.push(row);

@@ -166,11 +166,13 @@ describe('auth cache: a session is authenticated without a query, and every writ
     await assertCached(outsider.accessToken);
     assert.equal((await asRoot('PATCH', `/api/admin/institution/${inst.id}`, { status: 'inactive' })).statusCode, 200);
     const s0 = stats();
-    await me(member.accessToken);
-    await me(outsider.accessToken);
+    assert.equal((await me(member.accessToken)).statusCode, 401, 'its only institution is inactive: refused at once');
+    assert.equal((await me(outsider.accessToken)).statusCode, 200);
     const s1 = stats();
-    assert.equal(s1.misses, s0.misses + 1, "the member's session was read again (status refusal lives in the query)");
+    assert.equal(s1.misses, s0.misses + 1, "the member's session was read again");
     assert.equal(s1.hits, s0.hits + 1, "the outsider's was not touched");
+    assert.equal((await asRoot('PATCH', `/api/admin/institution/${inst.id}`, { status: 'active' })).statusCode, 200);
+    assert.equal((await me(member.accessToken)).statusCode, 200, 'reactivated: accepted again at once');
   });
 
   test("account status change drops the sessions of the account's users and members of its institutions", async () => {
@@ -183,7 +185,9 @@ describe('auth cache: a session is authenticated without a query, and every writ
     for (const s of [home, guest, outsider]) await assertCached(s.accessToken);
     assert.equal((await asRoot('PATCH', `/api/admin/account/${account.id}`, { status: 'inactive' })).statusCode, 200);
     const s0 = stats();
-    for (const s of [home, guest, outsider]) await me(s.accessToken);
+    assert.equal((await me(home.accessToken)).statusCode, 401, 'a user of the inactive account: refused at once');
+    assert.equal((await me(guest.accessToken)).statusCode, 401, 'a member whose only institution is in it: refused at once');
+    assert.equal((await me(outsider.accessToken)).statusCode, 200);
     const s1 = stats();
     assert.equal(s1.misses, s0.misses + 2);
     assert.equal(s1.hits, s0.hits + 1);

@@ -144,6 +144,11 @@ export class AuthCache<T> {
     );
   }
 
+  /** Drops one entry on this node only (nothing changed: the caller just does not want it kept). */
+  forget(sessionId: string): void {
+    this.entries.delete(sessionId);
+  }
+
   /** Publishes on the channel: applied here at once, and on every other node. */
   invalidate(event: AuthInvalidation): void {
     this.options.channel.publish(event);

@@ -115,7 +115,12 @@ export async function resolveAuth(db: Db, tokens: TokenService, token: string, n
   const { row, memberships, refusal } = entry.value;
   if (row.revokedAt) throw unauthenticated('Session has ended');
   if (row.expiresAt.getTime() <= nowMs) throw unauthenticated('Session has expired');
-  if (refusal) throw unauthenticated(refusal);
+  if (refusal) {
+    // A refusal can end without this service writing anything (a reactivation through another tool):
+    // refused answers are not kept, so the next request reads again. Ended sessions stay cached: they never come back.
+    runtime.cache.forget(claims.sessionId);
+    throw unauthenticated(refusal);
+  }
 
   // Off the request path: queued, written by one statement shortly after; at most once a minute per session.
   if (nowMs - Math.max(entry.activityAt, row.lastActivityAt.getTime()) > ACTIVITY_WRITE_INTERVAL_MS) {
