@@ -17,6 +17,8 @@ import { PDFDocument, StandardFonts } from 'pdf-lib';
 import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/client.js';
 import { ingestUpload, type IngestDeps } from '../src/modules/vault/ingest/pipeline.js';
+import { DEFAULT_EXTRACT_LIMITS } from '../src/modules/vault/ingest/extract.js';
+import { IngestSandbox } from '../src/modules/vault/ingest/sandbox.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { insertAccount, insertUser } from '../src/modules/tenancy/tenancy.repository.js';
 import { LocalEmbedder } from '../src/providers/embeddings/index.js';
@@ -52,6 +54,7 @@ async function pdf(pages: number): Promise<Buffer> {
 
 const dir = mkdtempSync(join(tmpdir(), 'twin-bench-ingest-'));
 const database = await openDatabase({ pgliteDataDir: join(dir, 'pgdata') });
+let workerThread: IngestSandbox | undefined;
 try {
   const t0 = performance.now();
   await database.migrate();
@@ -59,6 +62,7 @@ try {
   const config = loadConfig({ NODE_ENV: 'test', DATA_DIR: dir, JWT_SECRET: 'x'.repeat(40), ENCRYPTION_KEY: 'y'.repeat(40) });
   const storage = new LocalBlobStorage(join(dir, 'files'));
   const embedder = new LocalEmbedder(config.embeddings.dimensions);
+  const sandbox = (workerThread = new IngestSandbox({ heapMb: config.ingest.workerHeapMb, timeoutMs: config.ingest.timeoutMs }));
   const deps: IngestDeps = {
     db: database.db,
     storage,
@@ -66,6 +70,8 @@ try {
     config,
     clock: systemClock,
     singleConnection: !oneTransaction,
+    prepare: (task, signal) => sandbox.run(task, signal),
+    limits: DEFAULT_EXTRACT_LIMITS,
     log: { info() {}, warn() {}, error: (obj: object, msg?: string) => console.error(msg, obj) },
   };
   const account = await insertAccount(database.db, { id: newId(), name: 'Bench' });
@@ -128,6 +134,7 @@ try {
   );
   console.log(`  stages (ms): ${JSON.stringify(b.timings)}`);
 } finally {
+  await workerThread?.close();
   await database.close();
   rmSync(dir, { recursive: true, force: true });
 }

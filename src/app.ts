@@ -22,10 +22,17 @@ import { healthRoutes } from './modules/health/health.routes.js';
 import { identityRoutes } from './modules/identity/identity.routes.js';
 import { TokenService } from './modules/identity/tokens.js';
 import { ActivityRecorder, AuthCache, type AuthInvalidation } from './modules/identity/auth-cache.js';
-import { InProcessChannel, type InvalidationChannel } from './platform/invalidation.js';
+import { InProcessChannel, type InvalidationChannel } from './platform/invalidation-channel.js';
 import { tenancyRoutes } from './modules/tenancy/tenancy.routes.js';
 import { mfaRoutes } from './modules/mfa/mfa.routes.js';
 import { vaultRoutes } from './modules/vault/vault.routes.js';
+import { memoryRoutes } from './modules/memory/memory.routes.js';
+import { settingsRoutes } from './modules/settings/settings.routes.js';
+import { brandingRoutes } from './modules/branding/branding.routes.js';
+import { cloudRoutes } from './modules/cloud/cloud.routes.js';
+import { ssoRoutes } from './modules/sso/sso.routes.js';
+import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
+import { LocalInvalidationBus } from './platform/invalidation.js';
 import { createEmbedder } from './providers/embeddings/index.js';
 import { createChatModel } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
@@ -86,8 +93,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const ownsDatabase = !options.database;
-  const database =
-    options.database ?? (await openDatabase({ ...databaseOptionsFor(config), early: options.early }));
+  let onIdleError: (err: Error) => void = () => undefined;
+  const database = options.database ?? (await openDatabase({ ...databaseOptionsFor(config), early: options.early, onIdleError: (err) => onIdleError(err) }));
   if (!options.skipMigrations) await database.migrate();
 
   const app = Fastify({
@@ -114,6 +121,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     // malformed request line) still answer with the contract's body.
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
+  onIdleError = (err) => app.log.warn({ err }, 'an idle database connection failed; the pool opens a new one');
 
   if (options.onRoute) {
     const onRoute = options.onRoute;
@@ -161,6 +169,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     log: app.log,
     // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
     providers: lazyProviders(config, database, app, options.providers ?? {}),
+    invalidation: new LocalInvalidationBus(),
   };
   app.decorate('ctx', ctx);
   app.decorateRequest('auth', null);
@@ -212,6 +221,11 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
         { name: 'admin', description: 'Administration of accounts, institutions, users and memberships' },
         { name: 'mfa', description: 'Multi-factor authentication by e-mailed code and trusted devices' },
         { name: 'vault', description: 'Files, collections, embedding chunks and AI sanitize' },
+        { name: 'memory', description: 'Memory parameters (personal and shared key/value records) and their administration' },
+        { name: 'settings', description: 'Settings (instance variables) of an institution' },
+        { name: 'branding', description: 'Institution lookup by LTI context and public branding of a digital twin' },
+        { name: 'cloud', description: 'Third-party cloud-services tokens of an institution' },
+        { name: 'sso', description: 'SSO identity providers and their connectivity test' },
         { name: 'dev', description: 'Development helpers (not in production)' },
         { name: 'ops', description: 'Health and readiness' },
       ],
@@ -226,6 +240,12 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await tenancyRoutes(app, ctx);
   await mfaRoutes(app, ctx, identity);
   await vaultRoutes(app, ctx);
+  await memoryRoutes(app, ctx);
+  await settingsRoutes(app, ctx);
+  await brandingRoutes(app, ctx);
+  await cloudRoutes(app, ctx);
+  await ssoRoutes(app, ctx);
+  await adminSessionsRoutes(app, ctx);
 
   await ensureBootstrapAdmin(ctx);
 

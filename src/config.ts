@@ -43,6 +43,16 @@ export interface AppConfig {
   authCacheTtlSeconds: number;
   /** Run the embedded database in a worker thread (keeps its statements off the request loop). */
   pgliteWorker: boolean;
+  /** Bounds of the ingestion sandbox process and the parsers (see vault/ingest/sandbox.ts, zip.ts). */
+  ingest: {
+    workerHeapMb: number;
+    timeoutMs: number;
+    maxInflatedBytes: number;
+    maxCompressionRatio: number;
+  };
+  /** Personal-scope quota per user: files (not deleted) and their bytes. */
+  personalMaxFiles: number;
+  personalMaxBytes: number;
   /** GET /api/dev/outbox exists (for superadmins) only when true, and never in production. */
   devOutbox: boolean;
   /** Wrong-or-right currentPassword checks per user per login window (PATCH /api/user/me). */
@@ -69,7 +79,8 @@ export class ConfigError extends Error {
 /** Public revoke endpoints of the cloud providers we know; CLOUD_REVOKE_URLS overrides or extends them. */
 const DEFAULT_CLOUD_REVOKE_URLS: Record<string, string> = {
   google: 'https://oauth2.googleapis.com/revoke',
-  microsoft: 'https://login.microsoftonline.com/common/oauth2/v2.0/logout',
+  // Microsoft's identity platform has no RFC 7009 token revoke; Graph revokes the user's sign-in sessions with the token as bearer.
+  microsoft: 'https://graph.microsoft.com/v1.0/me/revokeSignInSessions',
   dropbox: 'https://api.dropboxapi.com/2/auth/token/revoke',
 };
 
@@ -244,6 +255,14 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     authCacheMaxEntries: int('AUTH_CACHE_MAX_ENTRIES', 10_000, 0, 10_000_000),
     authCacheTtlSeconds: int('AUTH_CACHE_TTL_SECONDS', 60, 0, 86_400),
     pgliteWorker: bool('PGLITE_WORKER', nodeEnv !== 'test'),
+    ingest: {
+      workerHeapMb: int('INGEST_WORKER_HEAP_MB', 512, 64, 16_384),
+      timeoutMs: int('INGEST_TIMEOUT_SECONDS', 120, 1, 3600) * 1000,
+      maxInflatedBytes: int('INGEST_MAX_INFLATED_BYTES', 100 * 1024 * 1024, 1024, 2 ** 31 - 1),
+      maxCompressionRatio: int('INGEST_MAX_COMPRESSION_RATIO', 100, 2, 100_000),
+    },
+    personalMaxFiles: int('PERSONAL_MAX_FILES', 1000, 0, 10_000_000),
+    personalMaxBytes: int('PERSONAL_MAX_BYTES', 1024 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
     devOutbox,
     passwordCheckRateLimitPerUser: int('PASSWORD_CHECK_RATE_LIMIT_PER_USER', 10, 1, 100_000),
     adminEmailConflictsPerHour: int('ADMIN_EMAIL_CONFLICTS_PER_HOUR', 5, 1, 100_000),

@@ -6,6 +6,7 @@ import type { TokenService } from './modules/identity/tokens.js';
 import type { Embedder } from './providers/embeddings/types.js';
 import type { ChatModel } from './providers/llm/types.js';
 import type { MailSender } from './providers/mail/types.js';
+import type { InvalidationBus } from './platform/invalidation.js';
 import type { Clock } from './shared/clock.js';
 
 /** The edges of the world: each has a local default and a real implementation chosen by configuration. */
@@ -29,4 +30,6 @@ export interface AppContext {
   auth: AuthRuntime;
   log: FastifyBaseLogger;
   providers: Providers;
+  /** Change announcements for caches (branding); in-process, replaceable by Redis pub/sub for several nodes. */
+  invalidation: InvalidationBus;
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { eq } from 'drizzle-orm';
 import { sessions } from '../src/db/schema.js';
 import { AuthCache, type AuthInvalidation, type CachedAuth } from '../src/modules/identity/auth-cache.js';
-import { InProcessChannel } from '../src/platform/invalidation.js';
+import { InProcessChannel } from '../src/platform/invalidation-channel.js';
 import { TokenService } from '../src/modules/identity/tokens.js';
 import { ManualClock } from '../src/shared/clock.js';
 import { bearer, login, makeAccount, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';

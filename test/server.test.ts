@@ -1,13 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { freePort, startProcess } from '../bench/support.js';
+import { preparedDataDir } from './support/server-process.js';
 
 /** `npm start`'s process: listens on PORT, serves, and on SIGTERM finishes in-flight requests before exiting 0. */
 test('the server process drains in-flight requests on SIGTERM and exits cleanly', async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'twin-server-'));
+  // Restored from the migrated template: a fresh PGlite would spend most of the start-up initialising.
+  const dataDir = await preparedDataDir('twin-server-');
   const port = await freePort();
   try {
     const { child } = await startProcess(

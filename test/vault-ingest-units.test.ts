@@ -9,7 +9,12 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PDFDocument, StandardFonts, rgb } from 'pdf-lib';
 import { Document, HeadingLevel, Packer, Paragraph, TextRun } from 'docx';
-import { detectFormat, extractText, ExtractionError, SUPPORTED_FORMATS } from '../src/modules/vault/ingest/extract.js';
+import { DEFAULT_EXTRACT_LIMITS, detectFormat, extractText, ExtractionError, htmlDepth, SUPPORTED_FORMATS } from '../src/modules/vault/ingest/extract.js';
+import { IngestSandbox, SandboxFailure } from '../src/modules/vault/ingest/sandbox.js';
+import { contentMismatch } from '../src/modules/vault/ingest/sniff.js';
+import { checkZipContainer } from '../src/modules/vault/ingest/zip.js';
+import { JobAbortedError } from '../src/platform/jobs.js';
+import { buildZip, deeplyNestedHtml, deflated, docxBomb, docxWith, DOCUMENT_HEAD, DOCUMENT_TAIL, plainDocx, pngBytes, xmlBombDocx } from './support/hostile.js';
 import { chunkText, countTokens, type Chunk } from '../src/modules/vault/ingest/chunker.js';
 import { LocalEmbedder } from '../src/providers/embeddings/local.js';
 import { OpenAiCompatibleEmbedder } from '../src/providers/embeddings/openai-compatible.js';
@@ -493,5 +498,80 @@ describe('OpenAiCompatibleEmbedder', () => {
     assert.ok(createEmbedder(config()) instanceof OpenAiCompatibleEmbedder);
     assert.throws(() => createEmbedder(config({ baseUrl: undefined })), /EMBEDDINGS_BASE_URL/);
     assert.throws(() => createEmbedder(config({ model: undefined })), /EMBEDDINGS_MODEL/);
+  });
+});
+
+describe('ingestion bounds: zip containers, content sniffing, the sandbox process', () => {
+  const limits = { maxInflatedBytes: 10 * 1024 * 1024, maxCompressionRatio: 100, maxEntries: 50 };
+
+  test('zip: a real DOCX passes; bombs are refused from the central directory, or while inflating when the sizes lie', async () => {
+    assert.deepEqual(checkZipContainer(plainDocx('hello'), limits).entries, 3);
+    assert.throws(() => checkZipContainer(Buffer.from('PK\u0003\u0004 not a zip at all'), limits), /not a valid zip container/);
+    const bomb = await docxBomb(20 * 1024 * 1024);
+    assert.throws(() => checkZipContainer(bomb, limits), /^ZipLimitError: The document would inflate to more than 10 MB \(declared sizes\)/);
+    // declared 1,000 bytes: caught by the inflation cap (ratio first, then the total when the ratio is allowed)
+    const lying = await docxBomb(20 * 1024 * 1024, { declaredSize: 1000 });
+    assert.throws(() => checkZipContainer(lying, limits), /inflates more than 100 times its compressed size/);
+    assert.throws(() => checkZipContainer(lying, { ...limits, maxCompressionRatio: 1_000_000 }), /^ZipLimitError: The document inflates to more than 10 MB; it was not opened$/);
+    // a declared size that is larger than the truth is a crafted or corrupt file too
+    const entry = deflated('word/document.xml', DOCUMENT_HEAD + 'x' + DOCUMENT_TAIL);
+    assert.throws(() => checkZipContainer(docxWith({ ...entry, declaredSize: entry.uncompressedSize + 10 }), limits), /declares \d+ bytes but holds \d+/);
+    assert.throws(() => checkZipContainer(xmlBombDocx(), limits), /declares a DTD or entities/);
+    // too many entries
+    const many = buildZip(Array.from({ length: 51 }, (_, i) => deflated(`f${i}.xml`, '<a/>')));
+    assert.throws(() => checkZipContainer(many, limits), /has 51 entries; at most 50/);
+    // encrypted entries are refused by their flag
+    const encrypted = buildZip([deflated('a.xml', '<a/>')]);
+    encrypted.writeUInt16LE(1, encrypted.indexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02])) + 8);
+    assert.throws(() => checkZipContainer(encrypted, limits), /Encrypted/);
+  });
+
+  test('sniffing: the bytes must agree with the format the name gives', () => {
+    assert.equal(contentMismatch('txt', pngBytes()), 'The file is named as txt text but its content is a PNG image');
+    assert.equal(contentMismatch('csv', Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1])), 'The file is named as csv text but its content is an ELF executable');
+    assert.equal(contentMismatch('md', Buffer.from(Array.from({ length: 400 }, (_, i) => (i * 37) & 0xff))), 'The file is named as md text but its content is binary data');
+    assert.equal(contentMismatch('pdf', Buffer.from('just text')), 'The file is named as a PDF but its content is not a PDF');
+    assert.equal(contentMismatch('docx', Buffer.from('%PDF-1.7')), 'The file is named as a DOCX but its content is a PDF document');
+    assert.equal(contentMismatch('txt', Buffer.from('plain text with a stray \u0000 NUL')), null);
+    assert.equal(contentMismatch('txt', Buffer.from('\ufeffh\u0000i\u0000', 'utf16le')), null);
+    assert.equal(contentMismatch('json', Buffer.from('{"a":1}')), null);
+    assert.equal(contentMismatch('html', Buffer.from('GIF is a format; <b>GIF89 is not at the start</b>')), null);
+    assert.equal(contentMismatch('docx', plainDocx('x')), null);
+  });
+
+  test('HTML nesting is measured in linear time and refused beyond the limit', async () => {
+    assert.equal(htmlDepth('<ul><li>a<li>b</ul><p>x<p>y<br><img src=x/>', 100), 1);
+    assert.equal(htmlDepth('<a'.repeat(200_000), 100), 0);
+    await rejectsWith(extractText(file(deeplyNestedHtml(5000), 'deep.html')), /^The HTML is nested more than 1024 elements deep; it was not read$/);
+    const ok = await extractText(file(deeplyNestedHtml(500), 'fine.html'));
+    assert.match(ok.text, /buried text/);
+  });
+
+  test('sandbox: a task over its time limit is stopped with a readable error; an abort is not a failure; the next task gets a fresh process', async () => {
+    const sandbox = new IngestSandbox({ heapMb: 256, timeoutMs: 20 });
+    try {
+      const json = Buffer.from(`[${'{"key":"value"},'.repeat(300_000)}1]`);
+      await assert.rejects(
+        sandbox.run({ bytes: json, mimetype: '', originalname: 'slow.json', limits: DEFAULT_EXTRACT_LIMITS }),
+        (err: unknown) =>
+          err instanceof SandboxFailure &&
+          err.reason === 'timeout' &&
+          err.message === 'Text extraction took longer than 0.02 s (INGEST_TIMEOUT_SECONDS) and was stopped; the file was not indexed',
+      );
+      assert.equal(sandbox.pid, undefined, 'the process was killed');
+      const slow = new IngestSandbox({ heapMb: 256, timeoutMs: 60_000 });
+      const ac = new AbortController();
+      const running = slow.run({ bytes: json, mimetype: '', originalname: 'slow.json', limits: DEFAULT_EXTRACT_LIMITS }, ac.signal);
+      setTimeout(() => ac.abort(), 50);
+      await assert.rejects(running, (err: unknown) => err instanceof JobAbortedError);
+      const doc = await slow.run({ bytes: Buffer.from('A small text file.'), mimetype: '', originalname: 'a.txt', limits: DEFAULT_EXTRACT_LIMITS, localEmbedDimensions: 8 });
+      assert.equal(doc.chunks.length, 1);
+      assert.equal(doc.vectors?.length, 8);
+      assert.equal(doc.embedderId, new LocalEmbedder(8).id);
+      assert.equal(slow.started, 2);
+      await slow.close();
+    } finally {
+      await sandbox.close();
+    }
   });
 });

@@ -9,7 +9,7 @@ import { enqueue, Worker, type Job } from '../src/platform/jobs.js';
 import { LocalEmbedder } from '../src/providers/embeddings/index.js';
 import type { Embedder } from '../src/providers/embeddings/types.js';
 import { ManualClock } from '../src/shared/clock.js';
-import { EMBEDDER_CHANGED_MESSAGE } from '../src/modules/vault/ingest/pipeline.js';
+import { EMBEDDER_CHANGED_MESSAGE, INGEST_MAX_ATTEMPTS } from '../src/modules/vault/ingest/pipeline.js';
 import { checkEmbedder, reembedAll } from '../src/modules/vault/ingest/reembed.js';
 import { embeddingColumnDimensions, readEmbedderState } from '../src/modules/vault/uploads.repository.js';
 import { newId } from '../src/shared/ids.js';
@@ -320,6 +320,48 @@ describe('vault ingestion: durable across restarts', () => {
         assert.ok(done.chunkCount > 0);
       }
       assert.deepEqual(await jobOf(database.db, ids[0]!), { status: 'done', attempts: 2, last_error: 'worker lost (elsewhere/4242/dead/1)' });
+      await second.close();
+    } finally {
+      await database.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a job whose process died while running it counts that attempt: at the last one the upload ends in error, its staged chunks removed', async () => {
+    // Issue 7 row 1: a file that killed the process was retried after every restart. Each claim counts
+    // an attempt in the jobs row before any work starts, so the count survives the process; the sweep of
+    // the next process sees the owner dead and, at INGEST_MAX_ATTEMPTS, fails the job instead of retrying.
+    const database = await openTestDatabase();
+    const dataDir = mkdtempSync(join(tmpdir(), 'twin-ingest-'));
+    try {
+      const first = await startTestApp({ database, dataDir, env: { INGEST_WORKERS: '0' } });
+      const world = await makeWorld(database);
+      let token = (await login(first.app, world.userA1.email)).accessToken;
+      const poison = (await uploadOk(first.app, token, { name: 'poison.txt', type: 'text/plain', content: 'Pretend this file kills the server.' }))._id;
+      const survivor = (await uploadOk(first.app, token, { name: 'survivor.txt', type: 'text/plain', content: 'This one was running once when the server died.' }))._id;
+      // a process of this host (a pid that has exited) claimed both; it had staged a chunk of the poison file
+      const { hostname } = await import('node:os');
+      const { spawnSync } = await import('node:child_process');
+      const deadPid = spawnSync(process.execPath, ['-e', '0']).pid!;
+      const owner = `${hostname()}/${deadPid}/deadbeef/1`;
+      await database.db.execute(sql`update jobs set status = 'running', attempts = ${INGEST_MAX_ATTEMPTS}, locked_by = ${owner}, locked_at = now() where payload->>'uploadId' = ${poison}`);
+      await database.db.execute(sql`update jobs set status = 'running', attempts = 1, locked_by = ${owner}, locked_at = now() where payload->>'uploadId' = ${survivor}`);
+      await database.db.execute(
+        sql`insert into chunks (id, upload_id, chunk_index, text, tokens, created_at, updated_at) values (${newId()}, ${poison}, 0, 'staged', 1, now(), now())`,
+      );
+      await first.close();
+
+      const second = await startTestApp({ database, dataDir, env: { INGEST_WORKERS: '1' } });
+      token = (await login(second.app, world.userA1.email)).accessToken;
+      const failed = await waitForIngestion(second.app, token, poison);
+      assert.equal(failed.status, 'error');
+      assert.equal(failed.error_message, `The server stopped while ingesting this file, ${INGEST_MAX_ATTEMPTS} times; it is not retried again and was not indexed`);
+      assert.equal((await jobOf(database.db, poison))!.status, 'failed');
+      assert.deepEqual(await chunkRows(database.db, poison), []);
+      // one death is not the file's fault: the other job is retried and succeeds
+      const ok = await waitForIngestion(second.app, token, survivor);
+      assert.equal(ok.status, 'active', ok.error_message);
+      assert.deepEqual(await jobOf(database.db, survivor), { status: 'done', attempts: 2, last_error: `worker lost (${owner})` });
       await second.close();
     } finally {
       await database.close();

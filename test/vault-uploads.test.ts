@@ -211,9 +211,9 @@ describe('vault uploads: POST /api/user/files', () => {
     assert.equal(late.json().error.details[0].field, 'file_title');
   });
 
-  test('invisible characters: format characters (Cf) are stripped from file names and titles', async () => {
+  test('invisible characters: format characters (Cf) are stripped from titles; bidi overrides in file names become _', async () => {
     const d = await uploadOk(t.app, tokenA1, { name: 'evil\u202etxt.exe.txt', content: 'bidi' }, { file_title: '\u200bReport\u2066 \ufeff' });
-    assert.equal(d.originalname, 'eviltxt.exe.txt');
+    assert.equal(d.originalname, 'evil_txt.exe.txt'); // the override is marked, not silently dropped (issue 7 row 11)
     assert.equal(d.file_title, 'Report');
     // a title of nothing but format characters is blank: the file name is used
     const blank = await uploadOk(t.app, tokenA1, { name: 'plain.txt', content: 'x' }, { file_title: '\u200b\u200d' });
@@ -511,7 +511,7 @@ describe('vault uploads: list, get, download, patch, delete', () => {
     assert.equal((await patch(up._id, { collection: a2Folder })).statusCode, 400);
 
     // an error file cannot be activated
-    const broken = await uploadOk(t.app, tokenA1, { name: 'broken.pdf', content: 'not a pdf at all' });
+    const broken = await uploadOk(t.app, tokenA1, { name: 'broken.pdf', content: '%PDF-1.7 but nothing of a PDF after the header' });
     assert.equal((await waitForIngestion(t.app, tokenA1, broken._id)).status, 'error');
     const conflict = await patch(broken._id, { status: 'active' });
     assert.equal(conflict.statusCode, 409);

@@ -46,6 +46,8 @@ export interface DatabaseOptions {
   pgliteWorker?: boolean;
   /** The embedded database's worker, already starting (server start-up: see early.ts). */
   early?: EarlyPglite;
+  /** PostgreSQL: an idle connection of the pool failed (e.g. the server dropped it); the pool replaces it. */
+  onIdleError?: (err: Error) => void;
 }
 
 /** Where the configuration puts the database: PostgreSQL when DATABASE_URL is set, else PGlite in DATA_DIR/pgdata. */
@@ -58,6 +60,10 @@ const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), 'migratio
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
     const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolSize ?? 10 });
+    // An idle connection that the server (or the network) drops is an 'error' event of the pool; with no
+    // listener it would be thrown and end the process. The pool discards that client and opens a new
+    // one for the next query; a query in flight fails on its own and its request gets a 500.
+    pool.on('error', (err) => options.onIdleError?.(err));
     const db = drizzlePg(pool, { schema }) as unknown as Db;
     return {
       db,

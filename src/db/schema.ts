@@ -407,3 +407,77 @@ export const institutionLtiContexts = pgTable(
   },
   (t) => [index('institution_lti_contexts_institution_idx').on(t.institutionId)],
 );
+
+// ───────────── memory, settings, SSO providers (issue 10: rest engineer) ─────────────
+
+/**
+ * Memory parameters: key/value records with a namespace. A personal row (shared false) has no
+ * institution and is seen only by its author; a shared row belongs to one institution and is read by
+ * its members (contract §7).
+ */
+export const memoryParams = pgTable(
+  'memory_params',
+  {
+    id: id(),
+    authorUserId: text('author_user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'cascade' }),
+    keyName: text('key_name').notNull(),
+    keyValue: text('key_value').notNull(),
+    keyDescription: text('key_description').notNull().default(''),
+    keyNamespace: text('key_namespace').notNull().default('default'),
+    shared: boolean('shared').notNull().default(false),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [
+    index('memory_params_author_idx').on(t.authorUserId, t.createdAt),
+    index('memory_params_institution_idx').on(t.institutionId, t.createdAt),
+  ],
+);
+
+/** Settings (instance variables): `key` is unique within an institution, enforced by the index. */
+export const settings = pgTable(
+  'settings',
+  {
+    id: id(),
+    institutionId: text('institution_id')
+      .notNull()
+      .references(() => institutions.id, { onDelete: 'cascade' }),
+    userId: text('user_id').references(() => users.id, { onDelete: 'set null' }),
+    key: text('key').notNull(),
+    value: text('value'),
+    status: text('status').notNull().default('active'),
+    adminOnly: boolean('admin_only').notNull().default(false),
+    institutionShared: boolean('institution_shared').notNull().default(true),
+    editableOthers: boolean('editable_others').notNull().default(false),
+    /** The spec's `__v`: incremented by every update, in the UPDATE statement itself. */
+    version: integer('version').notNull().default(0),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [uniqueIndex('settings_institution_key_uq').on(t.institutionId, t.key)],
+);
+
+/** SSO identity providers of an account; the client secret is stored sealed (AES-256-GCM). */
+export const ssoProviders = pgTable(
+  'sso_providers',
+  {
+    id: id(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    /** oidc | oauth2 */
+    type: text('type').notNull(),
+    issuer: text('issuer').notNull(),
+    tokenEndpoint: text('token_endpoint').notNull(),
+    clientId: text('client_id').notNull(),
+    clientSecretSealed: text('client_secret_sealed'),
+    createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [index('sso_providers_account_idx').on(t.accountId)],
+);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import type { InvalidationChannel } from './invalidation.js';
+import type { InvalidationChannel } from './invalidation-channel.js';
 
 interface Envelope<E> {
   /** The publishing node, so that it does not apply its own event twice. */

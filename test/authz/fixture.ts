@@ -15,6 +15,8 @@ import type { Database } from '../../src/db/client.js';
 import { insertSession } from '../../src/modules/identity/identity.repository.js';
 import { insertDevice } from '../../src/modules/mfa/mfa.repository.js';
 import { ingestUpload } from '../../src/modules/vault/ingest/pipeline.js';
+import { DEFAULT_EXTRACT_LIMITS } from '../../src/modules/vault/ingest/extract.js';
+import { prepareDocument, type PrepareTask } from '../../src/modules/vault/ingest/prepare.js';
 import { createBlobStorage } from '../../src/providers/storage/index.js';
 import { newId, newPublicId } from '../../src/shared/ids.js';
 import { insertAccount, insertInstitution, insertUser, upsertMembership } from '../../src/modules/tenancy/tenancy.repository.js';
@@ -315,6 +317,9 @@ export async function buildWorld(options: WorldOptions = {}): Promise<World> {
     clock: t.app.ctx.clock,
     log: t.app.log,
     singleConnection: database.kind === 'pglite',
+    // the fixture's own small files: prepared in this process (the sandbox process is proven elsewhere)
+    prepare: (task: PrepareTask) => prepareDocument(task),
+    limits: DEFAULT_EXTRACT_LIMITS,
   };
 
   const makeFile: World['makeFile'] = async (principal, fields, opts = {}) => {

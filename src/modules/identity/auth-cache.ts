@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.js';
-import type { InvalidationChannel } from '../../platform/invalidation.js';
+import type { InvalidationChannel } from '../../platform/invalidation-channel.js';
 
 /**
  * What makes cached auth data stale. `session`: one login session (logout, refresh-token reuse);

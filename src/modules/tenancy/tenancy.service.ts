@@ -3,6 +3,7 @@ import type { InstitutionRow } from './tenancy.repository.js';
 import { AppError, badField, conflict, notFound, rateLimited } from '../../shared/errors.js';
 import { newId, newPublicId } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
+import { ALL_RECORDS } from '../../platform/invalidation.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { endCredentials } from '../identity/credentials.js';
 import { findMembership, findUserByEmail, findUserById, updateUser } from '../identity/identity.repository.js';
@@ -254,6 +255,8 @@ export class TenancyService {
     const deleted = await repo.deleteAccount(this.db, account.id);
     this.ctx.auth.cache.invalidateAccount(account.id);
     if (!deleted) throw notFound('Account');
+    // Its institutions went with it (cascade): caches drop every institution.
+    await this.ctx.invalidation.publish('institution', { id: ALL_RECORDS });
   }
 
   async listAccounts(auth: AuthContext, input: AccountsListInput) {
@@ -344,6 +347,7 @@ export class TenancyService {
     }
     if (patch.status !== undefined) this.ctx.auth.cache.invalidateInstitution(institution.id);
     if (!row) throw notFound('Institution');
+    if (row !== institution) await this.ctx.invalidation.publish('institution', { id: institution.id });
     return presentInstitution(row);
   }
 
@@ -353,6 +357,7 @@ export class TenancyService {
     const deleted = await repo.deleteInstitution(this.db, institution.id);
     this.ctx.auth.cache.invalidateInstitution(institution.id); // its memberships are gone
     if (!deleted) throw notFound('Institution');
+    await this.ctx.invalidation.publish('institution', { id: institution.id });
   }
 
   async listInstitutions(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; search?: string }) {
@@ -492,6 +497,7 @@ export class TenancyService {
     const deleted = await repo.deleteUser(this.db, user.id);
     this.ctx.auth.cache.invalidateUser(user.id);
     if (!deleted) throw notFound('User');
+    await this.ctx.invalidation.publish('user', { id: user.id });
   }
 
   async listUsers(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; institution?: string; search?: string }) {

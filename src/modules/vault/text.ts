@@ -6,5 +6,28 @@
  * The non-blank rule is applied to the result.
  */
 export function visibleText(value: string): string {
-  return value.replace(/\p{Cf}/gu, '').trim();
+  return value.normalize('NFC').replace(/\p{Cf}/gu, '').trim();
+}
+
+/** Controls (C0, DEL, C1) and the bidi embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069). */
+const MARKED = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
+
+/**
+ * A file name as stored and shown: Unicode NFC; the last path segment only; every control character
+ * and bidi embedding/override/isolate replaced by "_" — a visible trace, so that "evil\u202etxt.exe"
+ * (shown as "evilexe.txt") becomes "evil_txt.exe" instead of silently turning into another plausible
+ * name; other invisible format characters (zero-width spaces and joiners, LRM/RLM, the BOM) removed;
+ * runs of white space made one space; trimmed; at most 255 characters, cut from the front so that the
+ * extension stays. A name left with nothing but "_", dots and spaces is no name ("").
+ */
+export function cleanFileName(name: string): string {
+  const base = name.normalize('NFC').split(/[\\/]/).pop() ?? '';
+  const cleaned = base
+    .replace(MARKED, '_')
+    .replace(/\p{Cf}/gu, '')
+    .replace(/\s+/gu, ' ')
+    .trim();
+  // nothing left but marks, dots and spaces: no name (the upload is refused for that)
+  if (!/[^\s._]/u.test(cleaned)) return '';
+  return cleaned.length > 255 ? cleaned.slice(cleaned.length - 255) : cleaned;
 }

@@ -113,6 +113,20 @@ export async function countInstitutionUploads(tx: DbOrTx, institutionId: string)
   return Number(row?.n ?? 0);
 }
 
+/**
+ * Personal files of a user that are not deleted, and their bytes. `lock` (in a transaction) first locks
+ * the user's row: concurrent uploads of one user then count one at a time.
+ */
+export async function personalUsage(db: DbOrTx, userId: string, options: { lock?: boolean } = {}): Promise<{ files: number; bytes: number }> {
+  if (options.lock) await db.execute(sql`select id from users where id = ${userId} for update`);
+  const [row] = await rowsOf<{ files: number; bytes: string | number }>(
+    db,
+    sql`select count(*)::int as files, coalesce(sum(${uploads.filesize}), 0)::bigint as bytes from ${uploads}
+         where ${uploads.ownerUserId} = ${userId} and ${uploads.scope} = 'personal' and ${uploads.status} <> 'deleted'`,
+  );
+  return { files: Number(row?.files ?? 0), bytes: Number(row?.bytes ?? 0) };
+}
+
 export async function insertUpload(tx: DbOrTx, row: NewUpload): Promise<UploadRow> {
   const [created] = await tx.insert(uploads).values(row).returning();
   return created!;

@@ -43,11 +43,25 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
             'before any byte is stored; when none of them came first (curl -F order), the file is stored and the decision is taken with all ' +
             'fields, a refusal removing the stored bytes. If destination fields before the file were refused, the upload is refused ' +
             '(400 asking for the fields first if later fields would have allowed it). A NUL character in any field is a 400 naming it. ' +
-            'Invisible format characters (Unicode Cf) are removed from the file name and file_title. ' +
-            `Supported: ${SUPPORTED_FORMATS.join(', ')}; ` +
-            `anything else is a 400 and nothing is stored. At most ${config.uploadMaxBytes} bytes (UPLOAD_MAX_BYTES): over it, 413. ` +
+            'File names are stored in Unicode NFC, last path segment only; control characters and bidi embeddings, overrides and ' +
+            'isolates (U+202A–U+202E, U+2066–U+2069) become "_" (so "evil\\u202Etxt.exe" is stored as "evil_txt.exe", and its real ' +
+            'extension decides), other invisible format characters (Unicode Cf) are removed; a name with nothing else left is a 400. ' +
+            'file_title: NFC, format characters removed. ' +
+            `Supported: ${SUPPORTED_FORMATS.join(', ')} (by extension, else by the media type sent); ` +
+            `anything else is a 400 and nothing is stored. The bytes must agree with that format (sniffed from the first 4 KB): a PDF ` +
+            'starts with %PDF-, a DOCX is a zip, text formats hold no binary signature (PNG, JPEG, zip, executables, ...) and few control ' +
+            'bytes; otherwise 415 UNSUPPORTED_MEDIA_TYPE and nothing is stored (PNG bytes named .txt are refused, never indexed as text). ' +
+            `At most ${config.uploadMaxBytes} bytes (UPLOAD_MAX_BYTES): over it, 413. ` +
+            `Personal files count against the uploader's personal quota: ${config.personalMaxFiles} files (PERSONAL_MAX_FILES) and ` +
+            `${config.personalMaxBytes} bytes (PERSONAL_MAX_BYTES), over the personal files not deleted; beyond either, 403 FORBIDDEN ` +
+            'with details[0] = {field: "file", reason: "personal_quota", quota: "files" | "bytes", used, limit} (the user row is locked, so ' +
+            'concurrent uploads count one at a time). ' +
             'The file is stored, then ingested in the background (extract → chunk → embed → index): the record starts in status ' +
             '`processing` (see `stage`, `progress`) and becomes `active` with `chunkCount`, or `error` with `error_message`. ' +
+            'Extraction runs in a separate process with a heap limit (INGEST_WORKER_HEAP_MB) and a time limit (INGEST_TIMEOUT_SECONDS); ' +
+            'DOCX containers are checked before inflating (total inflated size INGEST_MAX_INFLATED_BYTES, compression ratio ' +
+            'INGEST_MAX_COMPRESSION_RATIO, no DTD or entities) and HTML deeper than 1024 elements is refused: such files end in `error` ' +
+            'with an error_message that says which bound they passed, and are not retried. ' +
             'Scope defaults to the collection\'s scope, else `instance` when an institution is given or current, else `personal`. ' +
             'Instance and account files count against the institution\'s maxFiles (403 once reached, checked under a lock so ' +
             'concurrent uploads cannot exceed it); with disableFileUploadForUser only its administrators (vault.admin) may upload (403). ' +
@@ -55,7 +69,7 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
           security: SECURED,
           consumes: ['multipart/form-data'],
           body: UploadForm,
-          response: { 201: UploadEnvelope, ...errorResponses(400, 401, 403, 404, 413, 429) },
+          response: { 201: UploadEnvelope, ...errorResponses(400, 401, 403, 404, 413, 415, 429) },
         },
         // The body is a stream read by the handler; the schema above documents the form only.
         preValidation: [

@@ -4,17 +4,18 @@ import type { AppContext } from '../../context.js';
 import { enqueue, notifyQueue } from '../../platform/jobs.js';
 import { BlobNotFoundError, uploadKey, type BlobStorage } from '../../providers/storage/index.js';
 import type { DbOrTx } from '../../db/client.js';
-import { badField, conflict, forbidden, notFound, payloadTooLarge, validationFailed } from '../../shared/errors.js';
+import { AppError, badField, conflict, forbidden, notFound, payloadTooLarge, validationFailed } from '../../shared/errors.js';
 import { isUuid, newId } from '../../shared/ids.js';
 import { pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { findVisibleCollection, type CollectionRef } from './collections.repository.js';
 import { detectFormat, SUPPORTED_FORMATS, type Format } from './ingest/extract.js';
+import { contentMismatch, SNIFF_BYTES } from './ingest/sniff.js';
 import { INGEST_MAX_ATTEMPTS, INGEST_QUEUE } from './ingest/pipeline.js';
 import * as repo from './uploads.repository.js';
 import type { UploadListFilters, UploadRow } from './uploads.repository.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
-import { visibleText } from './text.js';
+import { cleanFileName, visibleText } from './text.js';
 import { assertMayUploadTo, assertMemberOf, assertModify, assertPrivacyChange, placementFor, samePlace, VAULT_SCOPES, type VaultScope } from './vault.policy.js';
 
 /** What the service needs of a multipart part (the shape @fastify/multipart yields). */
@@ -57,13 +58,6 @@ export interface PatchUploadInput {
   confidential?: boolean;
 }
 
-/** A file name as shown and stored: no path, no control or format characters (visibleText), at most 255 characters. */
-export function cleanFileName(name: string): string {
-  const base = name.split(/[\\/]/).pop() ?? '';
-  const cleaned = visibleText(base.replace(/[\u0000-\u001f\u007f]/g, ''));
-  return cleaned.length > 255 ? cleaned.slice(cleaned.length - 255) : cleaned;
-}
-
 function parseBoolean(field: string, raw: string | undefined): boolean | undefined {
   if (raw === undefined || raw === '') return undefined;
   const v = raw.trim().toLowerCase();
@@ -97,7 +91,7 @@ async function* readParts(parts: AsyncIterable<UploadPart>): AsyncGenerator<Uplo
  * The file's bytes, hashed on the way to storage. Iterating (rather than piping) also surfaces an
  * error the part stream met before we started reading it.
  */
-async function* hashed(file: AsyncIterable<Buffer>, hash: Hash): AsyncGenerator<Buffer> {
+async function* hashed(file: AsyncIterable<Buffer>, hash: Hash, head: { bytes: Buffer }): AsyncGenerator<Buffer> {
   const it = file[Symbol.asyncIterator]();
   for (;;) {
     let next: IteratorResult<Buffer>;
@@ -108,8 +102,14 @@ async function* hashed(file: AsyncIterable<Buffer>, hash: Hash): AsyncGenerator<
     }
     if (next.done) return;
     hash.update(next.value);
+    if (head.bytes.length < SNIFF_BYTES) head.bytes = Buffer.concat([head.bytes, next.value.subarray(0, SNIFF_BYTES - head.bytes.length)]);
     yield next.value;
   }
+}
+
+/** 403 with the quota in details: `quota` (files | bytes), `used`, `limit`. */
+function quotaExceeded(message: string, quota: 'files' | 'bytes', used: number, limit: number): AppError {
+  return new AppError(403, 'FORBIDDEN', message, [{ field: 'file', message, reason: 'personal_quota', quota, used, limit }]);
 }
 
 /** The multipart parser's failures are errors of the request: 400 with a clear message. */
@@ -208,12 +208,16 @@ export class UploadsService {
           continue;
         }
         const hash = createHash('sha256');
+        const head = { bytes: Buffer.alloc(0) };
         stored = true;
-        const { size } = await this.storage.put(key, Readable.from(hashed(part.file, hash)));
+        const { size } = await this.storage.put(key, Readable.from(hashed(part.file, hash, head)));
         if (part.file.truncated) {
           throw payloadTooLarge(`The file is larger than the upload limit of ${this.ctx.config.uploadMaxBytes} bytes`);
         }
         if (size === 0) throw badField('file', 'The file is empty');
+        // the bytes must be what the name says (PNG bytes named .txt are not indexed as text)
+        const mismatch = contentMismatch(format, head.bytes);
+        if (mismatch) throw new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', mismatch, [{ field: 'file', message: mismatch }]);
         file = { originalname, format, size, sha256: hash.digest('hex') };
       }
       if (refused) {
@@ -229,7 +233,7 @@ export class UploadsService {
 
       const now = this.ctx.clock.now();
       const row = await this.ctx.db.transaction(async (tx) => {
-        const to = await this.destination(tx, auth, input, { lock: true });
+        const to = await this.destination(tx, auth, input, { lock: true, size: theFile.size });
         const created = await repo.insertUpload(tx, {
           id,
           originalname: theFile.originalname,
@@ -269,7 +273,7 @@ export class UploadsService {
    * transaction with locks — the collection shared (a concurrent delete of it waits, or has happened
    * and it is not found) and the institution row exclusive (concurrent uploads count one at a time).
    */
-  private async destination(db: DbOrTx, auth: AuthContext, input: ParsedForm, options: { lock: boolean }): Promise<Destination> {
+  private async destination(db: DbOrTx, auth: AuthContext, input: ParsedForm, options: { lock: boolean; size?: number }): Promise<Destination> {
     const collection = input.collection ? await findVisibleCollection(db, auth, input.collection, options.lock ? { lock: 'share' } : {}) : undefined;
     if (input.collection && !collection) throw badField('collection', 'Collection not found');
     const scope: VaultScope = input.scope ?? collection?.scope ?? (input.institution || auth.institutionId ? 'instance' : 'personal');
@@ -287,7 +291,31 @@ export class UploadsService {
         throw forbidden(`This institution has reached its limit of ${institution.maxFiles} files (maxFiles): delete files or ask an administrator to raise the limit`);
       }
     }
+    if (scope === 'personal') await this.checkPersonalQuota(db, auth, options);
     return { scope, ...placement, collection };
+  }
+
+  /**
+   * PERSONAL_MAX_FILES and PERSONAL_MAX_BYTES per user, over the personal files not deleted (processing
+   * and error included: they hold storage). Before the bytes are stored the size is unknown: refused
+   * only when nothing fits any more. In the write transaction the user's row is locked first, so that
+   * concurrent uploads of one user are counted one at a time.
+   */
+  private async checkPersonalQuota(db: DbOrTx, auth: AuthContext, options: { lock: boolean; size?: number }): Promise<void> {
+    const { personalMaxFiles, personalMaxBytes } = this.ctx.config;
+    const usage = await repo.personalUsage(db, auth.userId, { lock: options.lock });
+    if (usage.files + 1 > personalMaxFiles) {
+      throw quotaExceeded(`Your personal vault holds ${usage.files} files, its limit (PERSONAL_MAX_FILES) is ${personalMaxFiles}: delete files to upload more`, 'files', usage.files, personalMaxFiles);
+    }
+    const size = options.size ?? 1;
+    if (usage.bytes + size > personalMaxBytes) {
+      throw quotaExceeded(
+        `Your personal vault holds ${usage.bytes} bytes; with this file it would exceed its limit (PERSONAL_MAX_BYTES) of ${personalMaxBytes} bytes: delete files to upload more`,
+        'bytes',
+        usage.bytes,
+        personalMaxBytes,
+      );
+    }
   }
 
   private parseForm(f: Partial<Record<FormField, string>>): ParsedForm {

@@ -13,6 +13,8 @@
 import { compile, type DomNode, type FormatCallback, type HtmlToTextOptions } from 'html-to-text';
 import mammoth from 'mammoth';
 import { extractText as extractPdfText, getDocumentProxy } from 'unpdf';
+import { contentMismatch, SNIFF_BYTES } from './sniff.js';
+import { checkZipContainer, ZipLimitError, type ZipLimits } from './zip.js';
 
 export const SUPPORTED_FORMATS = ['txt', 'md', 'csv', 'json', 'html', 'pdf', 'docx'] as const;
 export type Format = (typeof SUPPORTED_FORMATS)[number];
@@ -29,6 +31,26 @@ export interface ExtractInput {
   mimetype: string;
   originalname: string;
 }
+
+/**
+ * Bounds of the parsers (memory and time are bounded too, by the worker thread that runs them:
+ * see sandbox.ts). Zip containers: see zip.ts. HTML (also DOCX, converted to HTML): nesting deeper than
+ * `maxHtmlDepth` is refused before parsing — htmlparser2 takes quadratic time in the depth (40,000
+ * nested divs: 2.5 s; 200,000: over 30 s) and html-to-text walks the tree recursively.
+ */
+export interface ExtractLimits extends ZipLimits {
+  maxHtmlDepth: number;
+  /** Characters of extracted text; a document beyond it is refused rather than indexed in part. */
+  maxTextChars: number;
+}
+
+export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = {
+  maxInflatedBytes: 100 * 1024 * 1024,
+  maxCompressionRatio: 100,
+  maxEntries: 5000,
+  maxHtmlDepth: 1024,
+  maxTextChars: 64 * 1024 * 1024,
+};
 
 /** A file that cannot be turned into text; `message` is safe to show to the uploader. */
 export class ExtractionError extends Error {
@@ -91,7 +113,7 @@ export function detectFormat(mimetype: string, originalname: string): Format | n
   return null;
 }
 
-export async function extractText(input: ExtractInput): Promise<ExtractedDocument> {
+export async function extractText(input: ExtractInput, limits: ExtractLimits = DEFAULT_EXTRACT_LIMITS): Promise<ExtractedDocument> {
   const format = detectFormat(input.mimetype, input.originalname);
   if (!format) {
     const ext = extensionOf(input.originalname);
@@ -101,6 +123,30 @@ export async function extractText(input: ExtractInput): Promise<ExtractedDocumen
     );
   }
 
+  // The bytes must agree with the name (also checked at upload; files stored before that are checked here).
+  const mismatch = contentMismatch(format, input.buffer.subarray(0, SNIFF_BYTES));
+  if (mismatch) throw new ExtractionError(mismatch);
+
+  let text: string;
+  let pages: number | undefined;
+  try {
+    ({ text, pages } = await extractFormat(format, input, limits));
+  } catch (err) {
+    if (err instanceof ExtractionError) throw err;
+    // a parser that recursed too deep (pathological nesting) is the file's problem, not a transient one
+    if (err instanceof RangeError && /call stack/i.test(err.message)) throw new ExtractionError('The document is nested too deeply to be read', { cause: err });
+    throw err;
+  }
+
+  if (text.length > limits.maxTextChars) {
+    throw new ExtractionError(`The document holds more than ${limits.maxTextChars} characters of text; split it into smaller files`);
+  }
+  text = cleanText(text);
+  if (!text) throw new ExtractionError('File contains no text');
+  return pages === undefined ? { text, format } : { text, pages, format };
+}
+
+async function extractFormat(format: Format, input: ExtractInput, limits: ExtractLimits): Promise<{ text: string; pages?: number }> {
   let text: string;
   let pages: number | undefined;
   switch (format) {
@@ -121,13 +167,10 @@ export async function extractText(input: ExtractInput): Promise<ExtractedDocumen
       ({ text, pages } = await pdfToText(input.buffer));
       break;
     case 'docx':
-      text = await docxToText(input.buffer);
+      text = await docxToText(input.buffer, limits);
       break;
   }
-
-  text = cleanText(text);
-  if (!text) throw new ExtractionError('File contains no text');
-  return pages === undefined ? { text, format } : { text, pages, format };
+  return { text, pages };
 }
 
 /** Unifies line endings, drops NULs and trailing spaces, collapses runs of blank lines. */
@@ -367,6 +410,9 @@ const pipeTable: FormatCallback = (elem, walk, builder) => {
 
 const HTML_OPTIONS: HtmlToTextOptions = {
   wordwrap: false,
+  // deeper elements are not walked (html-to-text walks the tree recursively); longer input would be cut,
+  // but the upload limit keeps every file far below it
+  limits: { maxDepth: DEFAULT_EXTRACT_LIMITS.maxHtmlDepth, maxInputLength: DEFAULT_EXTRACT_LIMITS.maxTextChars, ellipsis: '' },
   formatters: { markdownHeading, imageAlt, pipeTable },
   selectors: [
     ...[1, 2, 3, 4, 5, 6].map((level) => ({ selector: `h${level}`, format: 'markdownHeading', options: { level } })),
@@ -384,7 +430,32 @@ const HTML_OPTIONS: HtmlToTextOptions = {
 
 const convertHtml = compile(HTML_OPTIONS);
 
+/** Elements that never nest (void) or that the parser closes implicitly: not counted by htmlDepth. */
+const NON_NESTING = new Set(
+  'area base br col embed hr img input link meta param source track wbr p li dt dd tr td th option optgroup thead tbody tfoot colgroup rp rt'.split(' '),
+);
+const TAG = /<(\/?)([a-zA-Z][a-zA-Z0-9:-]*)[^<>]*?(\/?)>/g; // [^<>]: a run without ">" cannot be rescanned from each "<"
+
+/** An upper estimate of the element nesting of `html`, linear time; stops counting past `max`. */
+export function htmlDepth(html: string, max: number): number {
+  let depth = 0;
+  let deepest = 0;
+  TAG.lastIndex = 0;
+  for (let m = TAG.exec(html); m; m = TAG.exec(html)) {
+    const name = m[2]!.toLowerCase();
+    if (NON_NESTING.has(name) || m[3] === '/') continue;
+    if (m[1] === '/') depth = Math.max(0, depth - 1);
+    else if (++depth > deepest) {
+      deepest = depth;
+      if (deepest > max) return deepest;
+    }
+  }
+  return deepest;
+}
+
 function htmlToText(html: string): string {
+  const max = DEFAULT_EXTRACT_LIMITS.maxHtmlDepth;
+  if (htmlDepth(html, max) > max) throw new ExtractionError(`The HTML is nested more than ${max} elements deep; it was not read`);
   return convertHtml(html);
 }
 
@@ -414,7 +485,13 @@ async function pdfToText(buffer: Buffer): Promise<{ text: string; pages: number 
 // ---------------------------------------------------------------- DOCX
 
 /** mammoth maps Word heading styles to <h1>…<h6>; the HTML conversion then turns them into `#` lines. */
-async function docxToText(buffer: Buffer): Promise<string> {
+async function docxToText(buffer: Buffer, limits: ZipLimits): Promise<string> {
+  try {
+    checkZipContainer(buffer, limits);
+  } catch (err) {
+    if (err instanceof ZipLimitError) throw new ExtractionError(`Could not read DOCX: ${err.message}`, { cause: err });
+    throw err;
+  }
   let html: string;
   try {
     // externalFileAccess stays off: a document must not make us read local files.

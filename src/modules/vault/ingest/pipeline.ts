@@ -17,18 +17,22 @@ import {
   setIngestProgress,
   type ChunkToWrite,
 } from '../uploads.repository.js';
-import { chunkText } from './chunker.js';
-import { ExtractionError, extractText } from './extract.js';
+import { LocalEmbedder } from '../../../providers/embeddings/local.js';
+import { ExtractionError, type ExtractLimits } from './extract.js';
+import type { PreparedDocument, PrepareTask } from './prepare.js';
+import { SandboxFailure } from './sandbox.js';
 
 /**
- * Ingestion of one upload, run by a job worker: load the stored file → extract its text → chunk →
- * embed (in batches of EMBEDDINGS_BATCH_SIZE) → write every chunk with its vector and tsvector in
+ * Ingestion of one upload, run by a job worker: load the stored file → in a worker thread (sandbox.ts:
+ * heap and time limits), extract its text, chunk it and, with the local embedder, embed the chunks →
+ * with a remote embedder, embed here (network, in batches of EMBEDDINGS_BATCH_SIZE) → write every chunk with its vector and tsvector in
  * multi-row inserts, in ONE transaction that also turns the upload 'active' (on PGlite, large files
  * excepted: see `staged` below). Until that commit the upload is 'processing'; a retry starts from
  * scratch.
  *
  * Failures end as status 'error' with a message the uploader can read: an ExtractionError's own
- * message, else a one-line summary of what failed. Transient failures (the embedding provider, the
+ * message (the parsers' bounds), the sandbox's (out of memory, timeout: never retried, the same file
+ * would fail the same way), else a one-line summary of what failed. Transient failures (the embedding provider, the
  * database) are retried by the job queue first; the upload shows stage 'retrying' meanwhile.
  */
 
@@ -59,6 +63,9 @@ export interface IngestDeps {
   /** Read lazily: a misconfigured provider fails the job with its own message, not the app. */
   embedder: () => Embedder;
   config: Pick<AppConfig, 'embeddings'>;
+  /** The CPU work (extract, chunk, local embeddings), off the request loop: IngestSandbox.run. */
+  prepare: (task: PrepareTask, signal?: AbortSignal) => Promise<PreparedDocument>;
+  limits: ExtractLimits;
   clock: Clock;
   log: WorkerLogger;
   /** The database runs one statement at a time for the whole app (PGlite): keep transactions short. */
@@ -156,37 +163,53 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
     lap('load');
 
     await progress('extracting', 5);
-    const doc = await extractText({ buffer, mimetype: upload.mimetype, originalname: upload.originalname });
-    lap('extract');
+    // extraction, chunking and (local model) embedding run in a worker thread with heap and time limits
+    const local = embedder instanceof LocalEmbedder;
+    const doc = await deps.prepare(
+      { bytes: buffer, mimetype: upload.mimetype, originalname: upload.originalname, limits: deps.limits, localEmbedDimensions: local ? embedder.dimensions : undefined },
+      options.signal,
+    );
+    timings.extract = doc.timings.extract;
+    timings.chunk = doc.timings.chunk;
+    lap('prepare');
     checkAbort();
-
-    await progress('chunking', 15);
-    await yieldToEventLoop();
-    const pieces = chunkText(doc.text);
+    const pieces = doc.chunks;
     if (pieces.length === 0) throw new IngestFailure('File contains no text');
-    lap('chunk');
-    await yieldToEventLoop();
 
-    await progress('embedding', 20);
-    const batchSize = Math.max(1, deps.config.embeddings.batchSize);
     const rows: ChunkToWrite[] = [];
-    let lastWrite = performance.now();
-    for (let i = 0; i < pieces.length; i += batchSize) {
-      checkAbort();
-      const batch = pieces.slice(i, i + batchSize);
-      const vectors = await embedder.embed(
-        batch.map((c) => c.text),
-        { signal: options.signal },
-      );
-      if (vectors.length !== batch.length) throw new Error(`embedder returned ${vectors.length} vectors for ${batch.length} texts`);
-      batch.forEach((c, j) => {
-        rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading ?? null, tokens: c.tokens, embedding: vectorLiteral(vectors[j]!, embedder.dimensions) });
-      });
-      await yieldToEventLoop();
-      // progress at most every 250 ms: each write is a statement the API waits behind on PGlite
-      if (performance.now() - lastWrite > 250 && i + batchSize < pieces.length) {
-        await progress('embedding', 20 + (70 * rows.length) / pieces.length);
-        lastWrite = performance.now();
+    if (doc.vectors) {
+      if (doc.embedderId !== embedder.id) throw new Error(`worker embedded with ${doc.embedderId}, expected ${embedder.id}`);
+      const dims = embedder.dimensions;
+      const vectors = doc.vectors;
+      // vector literals in slices, with a turn of the event loop between them
+      for (let i = 0; i < pieces.length; i++) {
+        const c = pieces[i]!;
+        const v = Array.from(vectors.subarray(i * dims, (i + 1) * dims));
+        rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, embedding: vectorLiteral(v, dims) });
+        if (i % 256 === 255) await yieldToEventLoop();
+      }
+      timings.embedInWorker = doc.timings.embed ?? 0;
+    } else {
+      await progress('embedding', 20);
+      const batchSize = Math.max(1, deps.config.embeddings.batchSize);
+      let lastWrite = performance.now();
+      for (let i = 0; i < pieces.length; i += batchSize) {
+        checkAbort();
+        const batch = pieces.slice(i, i + batchSize);
+        const vectors = await embedder.embed(
+          batch.map((c) => c.text),
+          { signal: options.signal },
+        );
+        if (vectors.length !== batch.length) throw new Error(`embedder returned ${vectors.length} vectors for ${batch.length} texts`);
+        batch.forEach((c, j) => {
+          rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, embedding: vectorLiteral(vectors[j]!, embedder.dimensions) });
+        });
+        await yieldToEventLoop();
+        // progress at most every 250 ms: each write is a statement the API waits behind on PGlite
+        if (performance.now() - lastWrite > 250 && i + batchSize < pieces.length) {
+          await progress('embedding', 20 + (70 * rows.length) / pieces.length);
+          lastWrite = performance.now();
+        }
       }
     }
     lap('embed');
@@ -241,7 +264,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       await setIngestProgress(db, uploadId, 'queued', 0, clock.now()).catch(() => false);
       throw err instanceof JobAbortedError ? err : new JobAbortedError('ingestion stopped');
     }
-    if (err instanceof ExtractionError || err instanceof IngestFailure) {
+    if (err instanceof ExtractionError || err instanceof IngestFailure || err instanceof SandboxFailure) {
       await markIngestError(db, uploadId, err.message, clock.now());
       log.info({ uploadId, stage, reason: err.message }, 'upload rejected by ingestion');
       return { status: 'error', message: err.message };
@@ -271,6 +294,18 @@ export function ingestJobHandler(deps: IngestDeps) {
 }
 
 /**
+ * Why a job ended outside the pipeline, for the uploader. A job whose process died while running it
+ * (the queue's sweep says "worker lost") counted an attempt each time: after INGEST_MAX_ATTEMPTS
+ * deaths the file is given up, so a file that kills the server cannot kill every restart.
+ */
+function giveUpMessage(job: Job, error: string): string {
+  if (/worker lost/.test(error)) {
+    return `The server stopped while ingesting this file, ${job.attempts} ${job.attempts === 1 ? 'time' : 'times'}; it is not retried again and was not indexed`;
+  }
+  return `Ingestion failed: ${oneLine(error)}`;
+}
+
+/**
  * A job that failed for good outside the pipeline (e.g. its workers kept dying) ends its upload too,
  * and removes the chunks a dead worker may have staged (they would never be activated nor cleaned up).
  */
@@ -280,7 +315,7 @@ export function ingestGiveUp(deps: Pick<IngestDeps, 'db' | 'clock'>) {
     if (!uploadId) return;
     await deps.db.transaction(async (tx) => {
       const status = await lockUploadStatus(tx, uploadId);
-      if (status === 'processing') await markIngestError(tx, uploadId, `Ingestion failed: ${oneLine(error)}`, deps.clock.now());
+      if (status === 'processing') await markIngestError(tx, uploadId, giveUpMessage(job, error), deps.clock.now());
       else if (status !== 'error') return;
       await deleteChunksOf(tx, uploadId);
     });

@@ -2,26 +2,34 @@ import type { AppContext } from '../../../context.js';
 import type { App } from '../../../http/types.js';
 import { Worker } from '../../../platform/jobs.js';
 import { createBlobStorage } from '../../../providers/storage/index.js';
+import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './extract.js';
 import { INGEST_QUEUE, ingestGiveUp, ingestJobHandler, type IngestDeps } from './pipeline.js';
 import { checkEmbedder } from './reembed.js';
+import { IngestSandbox } from './sandbox.js';
 
 /**
  * Background ingestion of this node: once the app is ready, the embedder check (never mix vectors of
  * two models; see checkEmbedder, which serialises its one schema change across nodes) and then
- * INGEST_WORKERS workers on the ingestion queue; they stop before the app closes its database.
+ * INGEST_WORKERS workers on the ingestion queue, each with its own worker thread for the CPU work
+ * (sandbox.ts); they stop before the app closes its database.
  */
 export function registerIngestion(app: App, ctx: AppContext): void {
   const { config } = ctx;
-  const deps: IngestDeps = {
+  const storage = createBlobStorage(config);
+  const limits: ExtractLimits = { ...DEFAULT_EXTRACT_LIMITS, maxInflatedBytes: config.ingest.maxInflatedBytes, maxCompressionRatio: config.ingest.maxCompressionRatio };
+  const depsWith = (sandbox: IngestSandbox): IngestDeps => ({
     db: ctx.db,
-    storage: createBlobStorage(config),
+    storage,
     embedder: () => ctx.providers.embedder,
     config,
+    prepare: (task, signal) => sandbox.run(task, signal),
+    limits,
     clock: ctx.clock,
     log: ctx.log,
     singleConnection: ctx.database.kind === 'pglite',
-  };
+  });
   const workers: Worker[] = [];
+  const sandboxes: IngestSandbox[] = [];
 
   app.addHook('onReady', async () => {
     try {
@@ -32,6 +40,9 @@ export function registerIngestion(app: App, ctx: AppContext): void {
       ctx.log.error({ err }, 'embedder check failed');
     }
     for (let i = 0; i < config.ingestWorkers; i++) {
+      const sandbox = new IngestSandbox({ heapMb: config.ingest.workerHeapMb, timeoutMs: config.ingest.timeoutMs });
+      sandboxes.push(sandbox);
+      const deps = depsWith(sandbox);
       const worker = new Worker({ db: ctx.db, queue: INGEST_QUEUE, handler: ingestJobHandler(deps), onGiveUp: ingestGiveUp(deps), log: ctx.log, clock: ctx.clock });
       worker.start();
       workers.push(worker);
@@ -42,5 +53,6 @@ export function registerIngestion(app: App, ctx: AppContext): void {
   // closes the database (added after the routes) would run first; the workers must stop before it.
   app.addHook('preClose', async () => {
     await Promise.all(workers.splice(0).map((w) => w.stop()));
+    await Promise.all(sandboxes.splice(0).map((s) => s.close()));
   });
 }

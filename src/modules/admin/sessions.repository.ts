@@ -1,0 +1,48 @@
+import { and, desc, eq, gte, lte, or, sql, type SQL } from 'drizzle-orm';
+import type { DbOrTx } from '../../db/client.js';
+import { containsInsensitive, inList } from '../../db/search.js';
+import { sessions, users } from '../../db/schema.js';
+import type { RowScope } from '../tenancy/tenancy.repository.js';
+
+export interface SessionListFilter {
+  scope: RowScope;
+  accountIds?: readonly string[];
+  institutionId?: string;
+  usersearch?: string;
+  from: Date;
+  to: Date;
+}
+
+export async function listSessions(db: DbOrTx, f: SessionListFilter, paging: { limit: number; offset: number }) {
+  const conditions: SQL[] = [lte(sessions.createdAt, f.to), gte(sessions.lastActivityAt, f.from)];
+  if (!f.scope.all) conditions.push(or(inList(sessions.accountId, f.scope.accountIds), inList(sessions.institutionId, f.scope.institutionIds))!);
+  if (f.accountIds) conditions.push(inList(sessions.accountId, f.accountIds));
+  if (f.institutionId) conditions.push(eq(sessions.institutionId, f.institutionId));
+  if (f.usersearch) conditions.push(or(containsInsensitive(users.email, f.usersearch), containsInsensitive(users.fname, f.usersearch), containsInsensitive(users.lname, f.usersearch))!);
+  const where = and(...conditions);
+  const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(where);
+  const rows = await db
+    .select({
+      id: sessions.id,
+      userId: users.id,
+      email: users.email,
+      fname: users.fname,
+      lname: users.lname,
+      accountId: sessions.accountId,
+      institutionId: sessions.institutionId,
+      ip: sessions.ip,
+      ua: sessions.ua,
+      createdAt: sessions.createdAt,
+      lastActivityAt: sessions.lastActivityAt,
+      expiresAt: sessions.expiresAt,
+      revokedAt: sessions.revokedAt,
+    })
+    .from(sessions)
+    .innerJoin(users, eq(users.id, sessions.userId))
+    .where(where)
+    .orderBy(desc(sessions.createdAt), desc(sessions.id))
+    .limit(paging.limit)
+    .offset(paging.offset);
+  return { rows, total: Number(counted?.n ?? 0) };
+}
+export type SessionListRow = Awaited<ReturnType<typeof listSessions>>['rows'][number];

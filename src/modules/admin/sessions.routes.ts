@@ -1,0 +1,39 @@
+import type { AppContext } from '../../context.js';
+import { authOf, requirePermission, SECURED } from '../../http/auth.js';
+import type { App } from '../../http/types.js';
+import { errorResponses } from '../../shared/schemas.js';
+import { SessionsListBody, SessionsListResponse } from './sessions.schemas.js';
+import { AdminSessionsService } from './sessions.service.js';
+
+/** POST /api/admin/sessions (spec "Administration", contract §7). */
+export async function adminSessionsRoutes(app: App, ctx: AppContext): Promise<void> {
+  const service = new AdminSessionsService(ctx);
+
+  app.post(
+    '/api/admin/sessions',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Search login sessions',
+        description:
+          'Login sessions {_id, user: {_id, email, fname, lname}, account, institution, ip, ua, created, lastActivityAt, expiresAt, revoked}, ' +
+          'newest first (created, then id, descending). Scope: a superadmin sees all; an account admin the sessions of users of its account ' +
+          '(and sessions opened in institutions it administers elsewhere); an institution admin the sessions opened in (switched to) the ' +
+          'institutions it administers; anyone else 403. Filters: account (space-separated ids), institution, usersearch (literal ' +
+          'case-insensitive substring of e-mail, first or last name), daterange [start, end] (sessions active during it: created before ' +
+          'its end and last active after its start; default the last 30 days; start after end is a 400). page ≥ 1; pageSize 1..5000, ' +
+          'default 100; limitsearch is a deprecated alias of pageSize (pageSize wins). Every field is optional; no body lists with the defaults.',
+        security: SECURED,
+        body: SessionsListBody,
+        response: { 200: SessionsListResponse, ...errorResponses(400, 401, 403) },
+      },
+      preValidation: [
+        ...requirePermission(ctx, 'admin.sessions.read'),
+        async (request) => {
+          if (request.body === undefined || request.body === null) request.body = {};
+        },
+      ],
+    },
+    async (request) => service.list(authOf(request), request.body),
+  );
+}

@@ -1,0 +1,101 @@
+import { createHash } from 'node:crypto';
+import type { Clock } from '../../shared/clock.js';
+import { ALL_RECORDS, type InvalidationBus } from '../../platform/invalidation.js';
+
+/** What is served for one publicId: the serialized branding and its ETag, or "no such twin". */
+export type BrandingEntry = { found: true; institutionId: string; body: string; etag: string } | { found: false };
+
+interface Stored {
+  entry: BrandingEntry;
+  /** Negative entries expire (a publicId is random, but one may appear with a new institution). */
+  expiresAt: number;
+}
+
+export interface BrandingCacheOptions {
+  maxEntries?: number;
+  negativeTtlMs?: number;
+}
+
+export const etagOf = (body: string): string => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
+
+/**
+ * In-process cache of the public branding lookup, keyed by publicId. Positive entries live until the
+ * institution changes: the cache subscribes to the `institution` topic of the invalidation bus (fed by
+ * the code that updates or deletes institutions; a Redis-backed bus reaches every node). Bounded: the
+ * oldest entry goes first when full.
+ *
+ * A load that started before an invalidation does not store its (possibly stale) result: every
+ * invalidation bumps a generation counter, and a load stores only if the counter did not move.
+ */
+export class BrandingCache {
+  private readonly entries = new Map<string, Stored>();
+  private readonly publicIdOf = new Map<string, string>();
+  private generation = 0;
+  private readonly maxEntries: number;
+  private readonly negativeTtlMs: number;
+  readonly unsubscribe: () => void;
+
+  constructor(
+    bus: InvalidationBus,
+    private readonly clock: Clock,
+    options: BrandingCacheOptions = {},
+  ) {
+    this.maxEntries = options.maxEntries ?? 10_000;
+    this.negativeTtlMs = options.negativeTtlMs ?? 10_000;
+    this.unsubscribe = bus.subscribe('institution', ({ id }) => this.invalidate(id));
+  }
+
+  /** Drops what is cached for an institution (by its id), or everything for `*`. */
+  invalidate(institutionId: string): void {
+    this.generation++;
+    if (institutionId === ALL_RECORDS) {
+      this.entries.clear();
+      this.publicIdOf.clear();
+      return;
+    }
+    const publicId = this.publicIdOf.get(institutionId);
+    if (publicId !== undefined) {
+      this.entries.delete(publicId);
+      this.publicIdOf.delete(institutionId);
+    }
+  }
+
+  /** The cached entry, or undefined when it must be loaded. */
+  peek(publicId: string): BrandingEntry | undefined {
+    const stored = this.entries.get(publicId);
+    if (!stored) return undefined;
+    if (!stored.entry.found && stored.expiresAt <= this.clock.now().getTime()) {
+      this.entries.delete(publicId);
+      return undefined;
+    }
+    return stored.entry;
+  }
+
+  async get(publicId: string, load: () => Promise<BrandingEntry>): Promise<BrandingEntry> {
+    const hit = this.peek(publicId);
+    if (hit) return hit;
+    const generation = this.generation;
+    const entry = await load();
+    if (generation === this.generation) this.store(publicId, entry);
+    return entry;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private store(publicId: string, entry: BrandingEntry): void {
+    if (this.entries.size >= this.maxEntries && !this.entries.has(publicId)) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.drop(oldest);
+    }
+    this.entries.set(publicId, { entry, expiresAt: entry.found ? Infinity : this.clock.now().getTime() + this.negativeTtlMs });
+    if (entry.found) this.publicIdOf.set(entry.institutionId, publicId);
+  }
+
+  private drop(publicId: string): void {
+    const stored = this.entries.get(publicId);
+    this.entries.delete(publicId);
+    if (stored?.entry.found) this.publicIdOf.delete(stored.entry.institutionId);
+  }
+}

@@ -1,0 +1,84 @@
+import { ALL_RECORDS, type InvalidationBus } from '../../platform/invalidation.js';
+import type { MemoryWithInstitution } from './memory.repository.js';
+
+/**
+ * In-process cache of memory rows for GET /api/user/memory: the personal rows of each author and the
+ * shared rows of each institution, as loaded from the database (not as presented: editable and isAuthor
+ * are the caller's and are computed per request). Which institutions a caller reads comes from its
+ * authenticated context, so membership changes need no invalidation here.
+ *
+ * Invalidation goes through the bus, so that a Redis-backed bus reaches every node:
+ * - memory-personal (author id) and memory-shared (institution id): published by every memory write;
+ * - institution: its name/ainame/picture are part of the shared rows, and deleting it deletes them;
+ * - user: deleting a user deletes the shared rows they wrote anywhere: every shared entry goes.
+ * A load that started before an invalidation does not store its result (generation counter). Bounded by
+ * the number of rows held (200,000 by default), the oldest entries going first.
+ */
+export class MemoryCache {
+  private readonly personal = new Map<string, readonly MemoryWithInstitution[]>();
+  private readonly shared = new Map<string, readonly MemoryWithInstitution[]>();
+  private generation = 0;
+  private readonly unsubscribers: Array<() => void>;
+
+  /** Rows held across both maps; entries are evicted oldest first beyond `maxRows`. */
+  private rowCount = 0;
+
+  constructor(
+    bus: InvalidationBus,
+    private readonly maxRows = 200_000,
+  ) {
+    this.unsubscribers = [
+      bus.subscribe('memory-personal', ({ id }) => this.drop(this.personal, id)),
+      bus.subscribe('memory-shared', ({ id }) => this.drop(this.shared, id)),
+      bus.subscribe('institution', ({ id }) => this.drop(this.shared, id)),
+      bus.subscribe('user', ({ id }) => {
+        this.drop(this.personal, id);
+        this.drop(this.shared, ALL_RECORDS);
+      }),
+    ];
+  }
+
+  close(): void {
+    for (const u of this.unsubscribers) u();
+  }
+
+  async personalOf(userId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<readonly MemoryWithInstitution[]> {
+    return this.get(this.personal, userId, load);
+  }
+
+  async sharedOf(institutionId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<readonly MemoryWithInstitution[]> {
+    return this.get(this.shared, institutionId, load);
+  }
+
+  private async get(map: Map<string, readonly MemoryWithInstitution[]>, key: string, load: () => Promise<MemoryWithInstitution[]>) {
+    const hit = map.get(key);
+    if (hit) return hit;
+    const generation = this.generation;
+    const rows = await load();
+    if (generation === this.generation && rows.length <= this.maxRows) {
+      while (this.rowCount + rows.length > this.maxRows) {
+        const from = this.personal.size >= this.shared.size ? this.personal : this.shared;
+        const oldest = from.keys().next().value;
+        if (oldest === undefined) break;
+        this.remove(from, oldest);
+      }
+      map.set(key, rows);
+      this.rowCount += rows.length;
+    }
+    return rows;
+  }
+
+  private drop(map: Map<string, readonly MemoryWithInstitution[]>, key: string): void {
+    this.generation++;
+    if (key !== ALL_RECORDS) return this.remove(map, key);
+    for (const rows of map.values()) this.rowCount -= rows.length;
+    map.clear();
+  }
+
+  private remove(map: Map<string, readonly MemoryWithInstitution[]>, key: string): void {
+    const rows = map.get(key);
+    if (!rows) return;
+    this.rowCount -= rows.length;
+    map.delete(key);
+  }
+}

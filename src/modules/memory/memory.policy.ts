@@ -1,0 +1,98 @@
+import { forbidden, notFound } from '../../shared/errors.js';
+import type { AuthContext } from '../identity/auth-context.js';
+import { canInAccount, canInInstitution, type Permission } from '../tenancy/permissions.js';
+import { assertInstitution } from '../tenancy/tenancy.policy.js';
+
+/**
+ * Who may do what with memory parameters (contract §7), decided here and nowhere else.
+ *
+ * - A personal row (shared false) is read and changed by its author only.
+ * - A shared row belongs to one institution: its members read it; its author and the admins of that
+ *   institution (admin.memory.delete there: institution admin, account admin of its account,
+ *   superadmin) change it. Only the author turns sharing on or off.
+ * - Administration (listings and bulk deletes of another user's rows): a shared row needs the
+ *   permission on its institution; a personal row needs it on the author's home account as a whole
+ *   (account admin of that account, superadmin): institution admins never see personal rows.
+ */
+export const MEMORY_READ: Permission = 'admin.memory.read';
+export const MEMORY_DELETE: Permission = 'admin.memory.delete';
+
+export interface MemoryAccessRow {
+  authorUserId: string;
+  shared: boolean;
+  institutionId: string | null;
+  /** Account of the row's institution (shared rows). */
+  institutionAccountId: string | null;
+}
+
+export function isAuthor(auth: AuthContext, row: MemoryAccessRow): boolean {
+  return row.authorUserId === auth.userId;
+}
+
+/**
+ * Members of its institution read a shared row. Administrative roles do not widen what one reads in
+ * user spaces: an admin who is not a member (account admin, superadmin enrolled nowhere) uses the
+ * admin memory routes instead.
+ */
+export function canRead(auth: AuthContext, row: MemoryAccessRow): boolean {
+  if (isAuthor(auth, row) && !row.shared) return true;
+  return row.shared && row.institutionId !== null && auth.memberships.has(row.institutionId);
+}
+
+export function canEdit(auth: AuthContext, row: MemoryAccessRow): boolean {
+  if (!canRead(auth, row)) return false;
+  if (isAuthor(auth, row)) return true;
+  return row.shared && row.institutionId !== null && canInInstitution(auth, MEMORY_DELETE, { id: row.institutionId, accountId: row.institutionAccountId ?? '' });
+}
+
+/** 404 when the caller cannot read the row (not yours and not shared with you), 403 when it may read but not change it. */
+export function assertEdit(auth: AuthContext, row: MemoryAccessRow): void {
+  if (!canRead(auth, row)) throw notFound('Memory parameter');
+  if (!canEdit(auth, row)) throw forbidden('Only the author and the admins of its institution may change this memory parameter');
+}
+
+export function assertChangeSharing(auth: AuthContext, row: MemoryAccessRow): void {
+  if (!isAuthor(auth, row)) throw forbidden('Only the author may change whether a memory parameter is shared');
+}
+
+/** Where a new or re-shared row goes: the given institution, else the current one; the caller must be a member. */
+export function sharedPlacement(auth: AuthContext, institution: string | undefined): string {
+  const institutionId = institution ?? auth.institutionId;
+  if (!institutionId) throw forbidden('No current institution: pass `institution` or switch to one to share a memory parameter');
+  if (!auth.memberships.has(institutionId)) throw forbidden('You are not a member of this institution');
+  return institutionId;
+}
+
+// ───────────── administration ─────────────
+
+export interface TargetUser {
+  id: string;
+  accountId: string;
+}
+
+/**
+ * The admin memory routes of a user: an account the caller has nothing to do with is 404; a user it
+ * can see but administers in no way (neither their home account nor one of their institutions) is 403.
+ */
+export function assertAdministersUser(auth: AuthContext, permission: Permission, user: TargetUser, userInstitutionIds: readonly string[]): void {
+  const sees =
+    auth.role === 'superadmin' ||
+    auth.accountId === user.accountId ||
+    [...auth.memberships.values()].some((m) => m.accountId === user.accountId) ||
+    userInstitutionIds.some((id) => auth.memberships.has(id));
+  if (!sees) throw notFound('User');
+  if (canInAccount(auth, permission, user.accountId)) return;
+  const administers = userInstitutionIds.some((id) => auth.memberships.get(id)?.role === 'admin');
+  if (!administers) throw forbidden(`Missing permission ${permission} over this user`);
+}
+
+/** Per row: whether an administrator may read (MEMORY_READ) or delete (MEMORY_DELETE) another user's row. */
+export function adminMay(auth: AuthContext, permission: Permission, row: MemoryAccessRow, authorAccountId: string): boolean {
+  if (row.shared && row.institutionId) return canInInstitution(auth, permission, { id: row.institutionId, accountId: row.institutionAccountId ?? '' });
+  return canInAccount(auth, permission, authorAccountId);
+}
+
+/** The admin routes of an institution's shared memory: 404 when the caller cannot see it, 403 without the permission there. */
+export function assertAdministersInstitution(auth: AuthContext, permission: Permission, institution: { id: string; accountId: string }): void {
+  assertInstitution(auth, permission, institution);
+}

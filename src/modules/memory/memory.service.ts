@@ -1,0 +1,213 @@
+import type { AppContext } from '../../context.js';
+import { badField, notFound } from '../../shared/errors.js';
+import { newId } from '../../shared/ids.js';
+import { envelope, pageWindow } from '../../shared/schemas.js';
+import type { AuthContext } from '../identity/auth-context.js';
+import { findUserById } from '../identity/identity.repository.js';
+import { findInstitution } from '../tenancy/tenancy.repository.js';
+import {
+  adminMay,
+  assertAdministersInstitution,
+  assertAdministersUser,
+  assertChangeSharing,
+  assertEdit,
+  canEdit,
+  isAuthor,
+  MEMORY_DELETE,
+  MEMORY_READ,
+  sharedPlacement,
+} from './memory.policy.js';
+import { MemoryCache } from './memory.cache.js';
+import { presentMemory, presentMemoryInstitution } from './memory.presenters.js';
+import * as repo from './memory.repository.js';
+import type { BulkDeleteInput, CreateMemoryInput, UpdateMemoryInput } from './memory.schemas.js';
+
+function trimmed(field: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const t = value.trim();
+  if (!t) throw badField(field, `${field} must not be blank`);
+  return t;
+}
+
+type Placement = Pick<repo.MemoryRow, 'authorUserId' | 'shared' | 'institutionId'>;
+
+/** Newest first, then by id (ids are UUIDv7: time-ordered), as the database orders them. */
+const newestFirst = (a: repo.MemoryWithInstitution, b: repo.MemoryWithInstitution) =>
+  b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+
+export class MemoryService {
+  readonly cache: MemoryCache;
+
+  constructor(private readonly ctx: AppContext) {
+    this.cache = new MemoryCache(ctx.invalidation);
+  }
+
+  /** Tells the caches (of every node, with a shared bus) which lists a write changed. */
+  private async announce(rows: readonly Placement[]): Promise<void> {
+    const personal = new Set<string>();
+    const shared = new Set<string>();
+    for (const r of rows) {
+      if (r.shared && r.institutionId) shared.add(r.institutionId);
+      else personal.add(r.authorUserId);
+    }
+    for (const id of personal) await this.ctx.invalidation.publish('memory-personal', { id });
+    for (const id of shared) await this.ctx.invalidation.publish('memory-shared', { id });
+  }
+
+  private get db() {
+    return this.ctx.db;
+  }
+
+  private present(auth: AuthContext, row: repo.MemoryWithInstitution) {
+    return presentMemory(row, { editable: canEdit(auth, row), isAuthor: isAuthor(auth, row) });
+  }
+
+  /**
+   * The caller's personal rows and the shared rows of every institution it belongs to (from its
+   * authenticated context), from the cache when it has them, else one prepared statement each.
+   */
+  async list(auth: AuthContext) {
+    const parts = await Promise.all([
+      this.cache.personalOf(auth.userId, () => repo.listPersonalOf(this.db, auth.userId)),
+      ...[...auth.memberships.keys()].map((id) => this.cache.sharedOf(id, () => repo.listSharedOf(this.db, id))),
+    ]);
+    const rows = parts.length === 1 ? parts[0]! : parts.flat().sort(newestFirst).slice(0, repo.USER_MEMORY_LIMIT);
+    return rows.map((r) => this.present(auth, r));
+  }
+
+  async create(auth: AuthContext, input: CreateMemoryInput) {
+    const shared = input.shared === true;
+    const institutionId = shared ? sharedPlacement(auth, input.institution) : null;
+    if (!shared && input.institution !== undefined) throw badField('institution', 'institution is only for shared rows (shared: true)');
+    const now = this.ctx.clock.now();
+    const row = await repo.insertMemory(this.db, {
+      id: newId(),
+      authorUserId: auth.userId,
+      institutionId,
+      keyName: trimmed('key_name', input.key_name)!,
+      keyValue: input.key_value,
+      keyDescription: input.key_description ?? '',
+      keyNamespace: trimmed('key_namespace', input.key_namespace) ?? 'default',
+      shared,
+      createdAt: now,
+      updatedAt: now,
+    });
+    await this.announce([row]);
+    return this.loadPresented(auth, row.id);
+  }
+
+  private async loadPresented(auth: AuthContext, id: string) {
+    const row = await repo.findWithInstitution(this.db, id);
+    if (!row) throw notFound('Memory parameter');
+    return this.present(auth, row);
+  }
+
+  async update(auth: AuthContext, id: string, input: UpdateMemoryInput) {
+    const row = await repo.findWithInstitution(this.db, id);
+    if (!row) throw notFound('Memory parameter');
+    assertEdit(auth, row);
+    const patch: Partial<repo.MemoryRow> = {};
+    if (input.key_name !== undefined) patch.keyName = trimmed('key_name', input.key_name)!;
+    if (input.key_value !== undefined) patch.keyValue = input.key_value;
+    if (input.key_description !== undefined) patch.keyDescription = input.key_description;
+    if (input.key_namespace !== undefined) patch.keyNamespace = trimmed('key_namespace', input.key_namespace)!;
+    if (input.shared !== undefined && input.shared !== row.shared) {
+      assertChangeSharing(auth, row);
+      patch.shared = input.shared;
+      patch.institutionId = input.shared ? sharedPlacement(auth, input.institution) : null;
+    } else if (input.institution !== undefined && input.institution !== row.institutionId) {
+      throw badField('institution', 'institution can only be given when a personal row becomes shared');
+    }
+    if (Object.keys(patch).length > 0) {
+      const updated = await repo.updateMemory(this.db, row.id, patch, this.ctx.clock.now());
+      if (!updated) throw notFound('Memory parameter');
+      await this.announce([row, updated]);
+    }
+    return this.loadPresented(auth, row.id);
+  }
+
+  async remove(auth: AuthContext, id: string): Promise<void> {
+    const row = await repo.findWithInstitution(this.db, id);
+    if (!row) throw notFound('Memory parameter');
+    assertEdit(auth, row);
+    if (!(await repo.deleteMemory(this.db, row.id))) throw notFound('Memory parameter');
+    await this.announce([row]);
+  }
+
+  // ───────────── administration ─────────────
+
+  private async loadTargetUser(auth: AuthContext, userId: string, permission: typeof MEMORY_READ) {
+    const user = await findUserById(this.db, userId);
+    if (!user) throw notFound('User');
+    assertAdministersUser(auth, permission, user, await repo.institutionIdsOfUser(this.db, user.id));
+    return user;
+  }
+
+  /** A user's rows the caller may read, one group per institution (personal first). */
+  async adminListUser(auth: AuthContext, userId: string) {
+    const user = await this.loadTargetUser(auth, userId, MEMORY_READ);
+    const rows = (await repo.listAuthoredBy(this.db, user.id)).filter((r) => adminMay(auth, MEMORY_READ, r, user.accountId));
+    const groups = new Map<string, { institution: ReturnType<typeof presentMemoryInstitution>; items: ReturnType<typeof presentMemory>[] }>();
+    for (const r of rows) {
+      const key = r.shared && r.institutionId ? r.institutionId : '';
+      let group = groups.get(key);
+      if (!group) groups.set(key, (group = { institution: presentMemoryInstitution(r), items: [] }));
+      group.items.push(presentMemory(r, { editable: adminMay(auth, MEMORY_DELETE, r, user.accountId), isAuthor: isAuthor(auth, r) }));
+    }
+    return [...groups.values()];
+  }
+
+  async adminListInstitution(auth: AuthContext, instId: string, query: { page?: number; pageSize?: number }) {
+    const institution = await findInstitution(this.db, instId);
+    if (!institution) throw notFound('Institution');
+    assertAdministersInstitution(auth, MEMORY_READ, institution);
+    const { page, pageSize, limit, offset } = pageWindow(query);
+    const { rows, total } = await repo.listSharedOfInstitution(this.db, institution.id, { limit, offset });
+    const editable = assertNoThrow(() => assertAdministersInstitution(auth, MEMORY_DELETE, institution));
+    return {
+      ...envelope(rows.map((r) => presentMemory(r, { editable, isAuthor: isAuthor(auth, r) })), total, page, pageSize),
+      institution: presentMemoryInstitution({ shared: true, institutionId: institution.id, institutionName: institution.name, institutionAiname: institution.ainame, institutionPicture: institution.picture }),
+    };
+  }
+
+  /**
+   * Bulk hard delete in one transaction. The candidates (the requested ids of this user, or the rows
+   * matching namespace/shared) are locked, each one is re-authorized, and only the allowed ones go.
+   */
+  async adminDeleteUser(auth: AuthContext, userId: string, input: BulkDeleteInput) {
+    const user = await this.loadTargetUser(auth, userId, MEMORY_DELETE);
+    return this.bulkDelete(auth, input, { authorUserId: user.id }, () => user.accountId);
+  }
+
+  async adminDeleteInstitution(auth: AuthContext, instId: string, input: BulkDeleteInput) {
+    const institution = await findInstitution(this.db, instId);
+    if (!institution) throw notFound('Institution');
+    assertAdministersInstitution(auth, MEMORY_DELETE, institution);
+    return this.bulkDelete(auth, input, { institutionId: institution.id }, (c) => c.authorAccountId);
+  }
+
+  private async bulkDelete(auth: AuthContext, input: BulkDeleteInput, target: repo.BulkSelection, authorAccount: (c: repo.BulkCandidate) => string) {
+    const ids = input.ids ? [...new Set(input.ids)] : undefined;
+    const selection: repo.BulkSelection = ids ? { ...target, ids } : { ...target, namespace: input.namespace, shared: input.shared };
+    if (ids && (input.namespace !== undefined || input.shared !== undefined)) {
+      throw badField('ids', 'Give either ids, or the namespace/shared filters, not both');
+    }
+    const { deleted, candidates, removed } = await this.db.transaction(async (tx) => {
+      const found = await repo.lockCandidates(tx, selection);
+      const allowed = found.filter((c) => adminMay(auth, MEMORY_DELETE, c, authorAccount(c)));
+      return { deleted: await repo.deleteMany(tx, allowed.map((c) => c.id)), candidates: found.length, removed: allowed };
+    });
+    await this.announce(removed);
+    const skipped = (ids ? ids.length : candidates) - deleted;
+    return { success: true, deletedCount: deleted, skippedCount: skipped, message: `${deleted} deleted, ${skipped} skipped` };
+  }
+}
+
+function assertNoThrow(fn: () => void): boolean {
+  try {
+    fn();
+    return true;
+  } catch {
+    return false;
+  }
+}

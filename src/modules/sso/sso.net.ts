@@ -1,0 +1,188 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+
+/**
+ * Outbound requests of the SSO test, guarded against server-side request forgery.
+ *
+ * - Link-local (169.254.0.0/16, fe80::/10, which hold the cloud metadata services), cloud metadata
+ *   addresses outside that range, unspecified, multicast and reserved addresses are always refused.
+ * - Private and loopback addresses (RFC 1918, 127/8, ::1, fc00::/7, CGNAT) are refused unless
+ *   SSO_TEST_ALLOW_PRIVATE=true.
+ * - The check runs on the address actually connected to: literal IPs before connecting, names inside
+ *   the socket's DNS lookup (so a name cannot resolve to one address for the check and another for the
+ *   connection), and again on every redirect hop. IPv4-mapped IPv6 addresses count as their IPv4.
+ */
+const ALWAYS = new BlockList();
+ALWAYS.addSubnet('0.0.0.0', 8, 'ipv4');
+ALWAYS.addSubnet('169.254.0.0', 16, 'ipv4');
+ALWAYS.addAddress('100.100.100.200', 'ipv4'); // Alibaba Cloud metadata
+ALWAYS.addAddress('192.0.0.192', 'ipv4'); // Oracle Cloud metadata
+ALWAYS.addSubnet('224.0.0.0', 4, 'ipv4'); // multicast
+ALWAYS.addSubnet('240.0.0.0', 4, 'ipv4'); // reserved, broadcast
+ALWAYS.addAddress('::', 'ipv6');
+ALWAYS.addSubnet('fe80::', 10, 'ipv6');
+ALWAYS.addSubnet('ff00::', 8, 'ipv6');
+ALWAYS.addAddress('fd00:ec2::254', 'ipv6'); // AWS metadata over IPv6
+
+const PRIVATE = new BlockList();
+PRIVATE.addSubnet('10.0.0.0', 8, 'ipv4');
+PRIVATE.addSubnet('172.16.0.0', 12, 'ipv4');
+PRIVATE.addSubnet('192.168.0.0', 16, 'ipv4');
+PRIVATE.addSubnet('127.0.0.0', 8, 'ipv4');
+PRIVATE.addSubnet('100.64.0.0', 10, 'ipv4');
+PRIVATE.addSubnet('192.0.0.0', 24, 'ipv4');
+PRIVATE.addSubnet('198.18.0.0', 15, 'ipv4');
+PRIVATE.addAddress('::1', 'ipv6');
+PRIVATE.addSubnet('fc00::', 7, 'ipv6');
+
+export type AddressVerdict = { allowed: true } | { allowed: false; reason: string };
+
+export function classifyAddress(address: string, allowPrivate: boolean): AddressVerdict {
+  const family = isIP(address);
+  if (family === 0) return { allowed: false, reason: `${address} is not an IP address` };
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (ALWAYS.check(address, type)) return { allowed: false, reason: `${address} is a link-local, metadata or reserved address (always refused)` };
+  if (!allowPrivate && PRIVATE.check(address, type)) return { allowed: false, reason: `${address} is a private or loopback address (refused unless SSO_TEST_ALLOW_PRIVATE=true)` };
+  return { allowed: true };
+}
+
+/** Hostname of a URL without IPv6 brackets. */
+export const bareHost = (url: URL): string => url.hostname.replace(/^\[(.*)\]$/, '$1');
+
+/** Checks what can be checked without DNS: scheme, credentials, literal IP hosts. Returns a reason to refuse, or null. */
+export function refuseUrl(url: URL, allowPrivate: boolean): string | null {
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowPrivate)) return allowPrivate ? 'the URL must be http: or https:' : 'the URL must be https: (http: only with SSO_TEST_ALLOW_PRIVATE=true)';
+  if (url.username || url.password) return 'the URL must not carry credentials';
+  const host = bareHost(url);
+  if (isIP(host)) {
+    const verdict = classifyAddress(host, allowPrivate);
+    if (!verdict.allowed) return verdict.reason;
+  }
+  return null;
+}
+
+class BlockedAddressError extends Error {
+  readonly code = 'EBLOCKEDADDRESS';
+}
+
+/** A DNS lookup for sockets that fails when any resolved address is refused. */
+function guardedLookup(allowPrivate: boolean): LookupFunction {
+  return ((hostname: string, options: { all?: boolean }, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
+    dnsLookup(hostname, { all: true, verbatim: true }, (err, addresses) => {
+      if (err) return callback(err, '');
+      for (const a of addresses) {
+        const verdict = classifyAddress(a.address, allowPrivate);
+        if (!verdict.allowed) return callback(new BlockedAddressError(`${hostname} resolves to ${verdict.reason}`), '');
+      }
+      if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '');
+      if (options?.all) return callback(null, addresses);
+      return callback(null, addresses[0]!.address, addresses[0]!.family);
+    });
+  }) as unknown as LookupFunction;
+}
+
+export interface ProbeResult {
+  reachable: boolean;
+  /** Last HTTP status seen; 0 when none. */
+  status: number;
+  message: string;
+  /** Whether the request was refused by the address rules (no connection made to the refused address). */
+  blocked: boolean;
+}
+
+export interface ProbeOptions {
+  allowPrivate: boolean;
+  timeoutMs: number;
+  maxRedirects?: number;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
+/**
+ * POSTs `body` to the URL and reports the first non-redirect status. Redirects are followed (at most
+ * `maxRedirects`), each hop checked like the first. The whole probe, redirects included, is bounded
+ * by `timeoutMs`; the response body is never read.
+ */
+export async function probe(start: string, options: ProbeOptions): Promise<ProbeResult> {
+  const deadline = Date.now() + options.timeoutMs;
+  let url: URL;
+  try {
+    url = new URL(start);
+  } catch {
+    return { reachable: false, status: 0, message: 'The token endpoint is not a valid URL', blocked: false };
+  }
+  let method = 'POST';
+  let lastStatus = 0;
+  for (let hop = 0; hop <= (options.maxRedirects ?? 3); hop++) {
+    const refusal = refuseUrl(url, options.allowPrivate);
+    if (refusal) {
+      return { reachable: lastStatus !== 0, status: lastStatus, message: `Refused${hop > 0 ? ' to follow a redirect' : ''}: ${refusal}`, blocked: true };
+    }
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) break;
+    const outcome = await requestOnce(url, method, options, remaining);
+    if (outcome.kind === 'error') {
+      return { reachable: lastStatus !== 0, status: lastStatus, message: outcome.message, blocked: outcome.blocked };
+    }
+    lastStatus = outcome.status;
+    if (!REDIRECTS.has(outcome.status) || !outcome.location) {
+      return { reachable: true, status: outcome.status, message: `The token endpoint answered ${outcome.status}`, blocked: false };
+    }
+    try {
+      url = new URL(outcome.location, url);
+    } catch {
+      return { reachable: true, status: outcome.status, message: `The token endpoint redirected to an invalid URL`, blocked: false };
+    }
+    if (outcome.status === 301 || outcome.status === 302 || outcome.status === 303) method = 'GET';
+  }
+  if (lastStatus !== 0) return { reachable: true, status: lastStatus, message: 'Too many redirects, or no time left to follow them', blocked: false };
+  return { reachable: false, status: 0, message: `No answer within ${options.timeoutMs / 1000} s`, blocked: false };
+}
+
+type Once = { kind: 'response'; status: number; location?: string } | { kind: 'error'; message: string; blocked: boolean };
+
+function requestOnce(url: URL, method: string, options: ProbeOptions, timeoutMs: number): Promise<Once> {
+  return new Promise((resolve) => {
+    const client = url.protocol === 'https:' ? https : http;
+    const body = method === 'POST' ? (options.body ?? '') : undefined;
+    let settled = false;
+    const finish = (o: Once) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req.destroy();
+      resolve(o);
+    };
+    const req = client.request(
+      url,
+      {
+        method,
+        lookup: guardedLookup(options.allowPrivate),
+        headers: { ...options.headers, ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}) },
+        agent: false,
+      },
+      (res) => {
+        const location = typeof res.headers.location === 'string' ? res.headers.location : undefined;
+        res.destroy();
+        finish({ kind: 'response', status: res.statusCode ?? 0, location });
+      },
+    );
+    const timer = setTimeout(() => finish({ kind: 'error', message: `No answer within ${options.timeoutMs / 1000} s`, blocked: false }), timeoutMs);
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (err instanceof BlockedAddressError || err.code === 'EBLOCKEDADDRESS') return finish({ kind: 'error', message: `Refused: ${err.message}`, blocked: true });
+      const why =
+        err.code === 'ECONNREFUSED' ? 'the connection was refused'
+        : err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN' ? 'the host name does not resolve'
+        : err.code === 'ECONNRESET' ? 'the connection was reset'
+        : err.code?.startsWith('ERR_TLS') || err.code?.includes('CERT') ? `TLS failed (${err.code})`
+        : `the request failed (${err.code ?? err.message})`;
+      finish({ kind: 'error', message: `The token endpoint is unreachable: ${why}`, blocked: false });
+    });
+    if (body !== undefined) req.end(body);
+    else req.end();
+  });
+}

@@ -1,0 +1,61 @@
+/**
+ * The CPU part of ingesting one file — extract the text, chunk it, and (with the local embedder)
+ * embed the chunks — as one pure function of the bytes. It runs in a worker thread (sandbox.ts), never
+ * on the request loop: a hostile file can then cost at most that thread's heap and time budget.
+ */
+import { LocalEmbedder } from '../../../providers/embeddings/local.js';
+import { chunkText } from './chunker.js';
+import { extractText, type ExtractLimits, type Format } from './extract.js';
+
+export interface PrepareTask {
+  bytes: Uint8Array;
+  mimetype: string;
+  originalname: string;
+  limits: ExtractLimits;
+  /** Embed here with the local (hashed n-gram) model of this many dimensions; absent: the caller embeds. */
+  localEmbedDimensions?: number;
+}
+
+export interface PreparedChunk {
+  index: number;
+  text: string;
+  heading: string | null;
+  tokens: number;
+}
+
+export interface PreparedDocument {
+  format: Format;
+  pages: number | null;
+  chunks: PreparedChunk[];
+  /** chunks.length × dimensions numbers, row by row, when the task asked for local embeddings. */
+  vectors?: Float64Array;
+  /** Id of the embedder that made `vectors`. */
+  embedderId?: string;
+  timings: { extract: number; chunk: number; embed?: number };
+}
+
+export async function prepareDocument(task: PrepareTask): Promise<PreparedDocument> {
+  let t = performance.now();
+  const lap = () => {
+    const now = performance.now();
+    const ms = Math.round(now - t);
+    t = now;
+    return ms;
+  };
+  const buffer = Buffer.from(task.bytes.buffer, task.bytes.byteOffset, task.bytes.byteLength);
+  const doc = await extractText({ buffer, mimetype: task.mimetype, originalname: task.originalname }, task.limits);
+  const extract = lap();
+  const chunks = chunkText(doc.text).map((c) => ({ index: c.index, text: c.text, heading: c.heading ?? null, tokens: c.tokens }));
+  const chunk = lap();
+  const result: PreparedDocument = { format: doc.format, pages: doc.pages ?? null, chunks, timings: { extract, chunk } };
+  if (task.localEmbedDimensions !== undefined && chunks.length > 0) {
+    const embedder = new LocalEmbedder(task.localEmbedDimensions);
+    const dims = embedder.dimensions;
+    const vectors = new Float64Array(chunks.length * dims);
+    chunks.forEach((c, i) => vectors.set(embedder.embedOne(c.text), i * dims));
+    result.vectors = vectors;
+    result.embedderId = embedder.id;
+    result.timings.embed = lap();
+  }
+  return result;
+}

@@ -1,0 +1,165 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sessions } from '../src/db/schema.js';
+import { newId } from '../src/shared/ids.js';
+import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+
+describe('POST /api/admin/sessions', () => {
+  let t: TestApp;
+  let w: Awaited<ReturnType<typeof makeWorld>>;
+  const tok = {} as Record<'root' | 'adminA' | 'adminB' | 'instAdminA1' | 'userA1' | 'userA2' | 'userB1' | 'odd' | 'under', string>;
+  let oddA1: Awaited<ReturnType<typeof makeUser>>;
+  let underA2: Awaited<ReturnType<typeof makeUser>>;
+  let oldSessionId = '';
+
+  const list = (token: string | undefined, payload?: unknown, header: 'bearer' | 'x-access-token' = 'x-access-token') =>
+    t.app.inject({
+      method: 'POST',
+      url: '/api/admin/sessions',
+      headers: token ? (header === 'bearer' ? bearer(token) : { 'x-access-token': token }) : {},
+      ...(payload !== undefined ? { payload: payload as object } : {}),
+    });
+  const ids = async (token: string, payload: Record<string, unknown> = {}) => {
+    const res = await list(token, { pageSize: 5000, ...payload });
+    assert.equal(res.statusCode, 200, res.body);
+    return res.json().data as any[];
+  };
+  const expectInvalid = (res: { statusCode: number; json(): any }, field: string) => {
+    assert.equal(res.statusCode, 400, JSON.stringify(res.json()));
+    assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+    assert.ok(res.json().error.details.some((d: any) => d.field === field), JSON.stringify(res.json().error.details));
+  };
+
+  before(async () => {
+    t = await startTestApp({ env: { LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '10000' } });
+    w = await makeWorld(t.database);
+    oddA1 = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' }, fields: { fname: 'Per%cent', lname: 'Dot.Star' } });
+    underA2 = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a2.id]: 'user' }, fields: { fname: 'Under_score', lname: 'Plain' } });
+    for (const [name, user] of Object.entries({ root: w.superadmin, adminA: w.accountAdminA, adminB: w.accountAdminB, instAdminA1: w.adminA1, userA1: w.userA1, userA2: w.userA2, userB1: w.userB1, odd: oddA1, under: underA2 })) {
+      tok[name as keyof typeof tok] = (await login(t.app, user.email)).accessToken;
+    }
+    // a session of userA1 that ended 45 days ago (outside the default range of 30 days)
+    oldSessionId = newId();
+    const day = 86_400_000;
+    await t.database.db.insert(sessions).values({
+      id: oldSessionId,
+      userId: w.userA1.id,
+      accountId: w.accountA.id,
+      institutionId: w.a1.id,
+      refreshHash: 'x',
+      ip: '10.0.0.9',
+      ua: 'old browser',
+      createdAt: new Date(Date.now() - 60 * day),
+      lastActivityAt: new Date(Date.now() - 45 * day),
+      expiresAt: new Date(Date.now() - 30 * day),
+    });
+  });
+  after(() => t.close());
+
+  test('envelope, item shape and the default range of 30 days', async () => {
+    const res = await list(tok.root, {});
+    assert.equal(res.statusCode, 200);
+    const body = res.json();
+    assert.deepEqual(Object.keys(body).sort(), ['data', 'hasMore', 'message', 'page', 'pageSize', 'success', 'total']);
+    assert.equal(body.page, 1);
+    assert.equal(body.pageSize, 100);
+    const mine = body.data.find((s: any) => s.user._id === w.userA1.id);
+    assert.deepEqual(Object.keys(mine).sort(), ['_id', 'account', 'created', 'expiresAt', 'institution', 'ip', 'lastActivityAt', 'revoked', 'ua', 'user']);
+    assert.deepEqual(mine.user, { _id: w.userA1.id, email: w.userA1.email, fname: 'Test', lname: 'User' });
+    assert.equal(mine.account, w.accountA.id);
+    assert.equal(mine.institution, w.a1.id);
+    assert.equal(mine.revoked, false);
+    assert.ok(!body.data.some((s: any) => s._id === oldSessionId), 'the old session is outside the default range');
+    // no body at all: the defaults; both token headers work
+    const noBody = await list(tok.root, undefined, 'bearer');
+    assert.equal(noBody.statusCode, 200);
+    assert.equal(noBody.json().total, body.total);
+
+    const ranged = await ids(tok.root, { daterange: [new Date(Date.now() - 50 * 86_400_000).toISOString(), new Date(Date.now() - 40 * 86_400_000).toISOString()] });
+    assert.deepEqual(ranged.map((s) => s._id), [oldSessionId]);
+  });
+
+  test('scope per admin role: superadmin all, account admin its account, institution admin its institution, plain users 403', async () => {
+    const all = await ids(tok.root);
+    assert.ok(all.some((s) => s.account === w.accountB.id) && all.some((s) => s.account === w.accountA.id));
+    const a = await ids(tok.adminA);
+    assert.ok(a.length > 0 && a.every((s) => s.account === w.accountA.id));
+    assert.ok(a.some((s) => s.user._id === w.userA2.id));
+    const b = await ids(tok.adminB);
+    assert.ok(b.length > 0 && b.every((s) => s.account === w.accountB.id));
+    const inst = await ids(tok.instAdminA1);
+    assert.ok(inst.length > 0 && inst.every((s) => s.institution === w.a1.id));
+    assert.ok(!inst.some((s) => s.user._id === w.userA2.id));
+    // account admin B filtering on account A gets nothing, not an error
+    assert.deepEqual(await ids(tok.adminB, { account: w.accountA.id }), []);
+
+    for (const token of [tok.userA1, tok.userB1]) {
+      const res = await list(token, {});
+      assert.equal(res.statusCode, 403);
+      assert.equal(res.json().error.code, 'FORBIDDEN');
+    }
+    assert.equal((await list(undefined, {})).statusCode, 401);
+    assert.equal((await list('garbage', {})).statusCode, 401);
+  });
+
+  test('filters: space-separated accounts, institution, literal usersearch, revoked sessions', async () => {
+    const both = await ids(tok.root, { account: `  ${w.accountA.id}   ${w.accountB.id} ` });
+    assert.ok(both.some((s) => s.account === w.accountB.id) && both.some((s) => s.account === w.accountA.id));
+    assert.ok((await ids(tok.root, { account: w.accountB.id })).every((s) => s.account === w.accountB.id));
+    expectInvalid(await list(tok.root, { account: 'not-an-id' }), 'account');
+    const a2 = await ids(tok.root, { institution: w.a2.id });
+    assert.deepEqual([...new Set(a2.map((s) => s.user._id))].sort(), [w.userA2.id, underA2.id].sort());
+
+    assert.deepEqual((await ids(tok.root, { usersearch: '%' })).map((s) => s.user._id), [oddA1.id]);
+    assert.deepEqual((await ids(tok.root, { usersearch: 'r_s' })).map((s) => s.user._id), [underA2.id]);
+    assert.deepEqual((await ids(tok.root, { usersearch: 'DOT.STAR' })).map((s) => s.user._id), [oddA1.id]);
+    assert.deepEqual(await ids(tok.root, { usersearch: '.*' }), []);
+    assert.deepEqual(await ids(tok.root, { usersearch: '(' }), []);
+    assert.deepEqual((await ids(tok.root, { usersearch: w.userB1.email.toUpperCase() })).map((s) => s.user._id), [w.userB1.id]);
+
+    const session = await login(t.app, w.userA2.email);
+    await t.app.inject({ method: 'POST', url: '/api/auth/logout', headers: bearer(session.accessToken) });
+    const revoked = (await ids(tok.root, { usersearch: w.userA2.email })).filter((s) => s.revoked);
+    assert.equal(revoked.length, 1);
+  });
+
+  test('pagination: stable order, last page, hasMore, limitsearch alias, bounds', async () => {
+    const everything = await ids(tok.root);
+    assert.ok(everything.length >= 5);
+    const sorted = [...everything].sort((x, y) => (x.created === y.created ? (x._id < y._id ? 1 : -1) : x.created < y.created ? 1 : -1));
+    assert.deepEqual(everything.map((s) => s._id), sorted.map((s) => s._id), 'newest first, then id');
+
+    const pageSize = 2;
+    const pages: any[] = [];
+    let page = 1;
+    for (;;) {
+      const res = (await list(tok.root, { page, pageSize })).json();
+      assert.equal(res.total, everything.length);
+      pages.push(...res.data);
+      const last = page * pageSize >= everything.length;
+      assert.equal(res.hasMore, !last, `page ${page}`);
+      if (last) {
+        assert.equal(res.data.length, everything.length - (page - 1) * pageSize);
+        break;
+      }
+      page += 1;
+    }
+    assert.deepEqual(pages.map((s) => s._id), everything.map((s) => s._id));
+    const beyond = (await list(tok.root, { page: page + 1, pageSize })).json();
+    assert.deepEqual([beyond.data.length, beyond.hasMore], [0, false]);
+
+    const alias = (await list(tok.root, { limitsearch: 3 })).json();
+    assert.deepEqual([alias.pageSize, alias.data.length], [3, 3]);
+    assert.equal((await list(tok.root, { limitsearch: 3, pageSize: 1 })).json().pageSize, 1, 'pageSize wins over limitsearch');
+
+    expectInvalid(await list(tok.root, { pageSize: 5001 }), 'pageSize');
+    expectInvalid(await list(tok.root, { pageSize: 0 }), 'pageSize');
+    expectInvalid(await list(tok.root, { page: 0 }), 'page');
+    expectInvalid(await list(tok.root, { limitsearch: 5001 }), 'limitsearch');
+    expectInvalid(await list(tok.root, { daterange: ['2026-01-01T00:00:00Z'] }), 'daterange');
+    expectInvalid(await list(tok.root, { daterange: ['yesterday', 'today'] }), 'daterange.0');
+    expectInvalid(await list(tok.root, { daterange: ['2026-02-01T00:00:00Z', '2026-01-01T00:00:00Z'] }), 'daterange');
+    expectInvalid(await list(tok.root, { usersearch: 7 }), 'usersearch');
+    assert.equal((await list(tok.root, { pageSize: 5000 })).statusCode, 200);
+  });
+});

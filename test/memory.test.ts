@@ -1,0 +1,306 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { eq } from 'drizzle-orm';
+import { memoryParams } from '../src/db/schema.js';
+import { newId } from '../src/shared/ids.js';
+import { MemoryCache } from '../src/modules/memory/memory.cache.js';
+import type { MemoryWithInstitution } from '../src/modules/memory/memory.repository.js';
+import { LocalInvalidationBus } from '../src/platform/invalidation.js';
+import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+describe('memory parameters', () => {
+  let t: TestApp;
+  let w: Awaited<ReturnType<typeof makeWorld>>;
+  let otherMemberA1: Awaited<ReturnType<typeof makeUser>>;
+  const tok = {} as Record<'root' | 'adminA' | 'adminB' | 'instAdminA1' | 'userA1' | 'otherA1' | 'userA2', string>;
+
+  const call = (method: Method, url: string, token?: string, payload?: unknown) =>
+    t.app.inject({ method, url, headers: token ? bearer(token) : {}, ...(payload !== undefined ? { payload: payload as object } : {}) });
+
+  const expectError = (res: { statusCode: number; json(): any }, status: number, code: string) => {
+    assert.equal(res.statusCode, status, res.statusCode !== status ? JSON.stringify(res.json()) : '');
+    const body = res.json();
+    assert.equal(body.success, false);
+    assert.equal(body.error.code, code);
+    return body;
+  };
+
+  const create = async (token: string, payload: Record<string, unknown>) => {
+    const res = await call('POST', '/api/user/memory', token, payload);
+    assert.equal(res.statusCode, 201, res.body);
+    return res.json().data;
+  };
+
+  const rowExists = async (id: string) => (await t.database.db.select().from(memoryParams).where(eq(memoryParams.id, id))).length === 1;
+
+  before(async () => {
+    t = await startTestApp({ env: { LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '10000' } });
+    w = await makeWorld(t.database);
+    otherMemberA1 = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    for (const [name, user] of Object.entries({
+      root: w.superadmin,
+      adminA: w.accountAdminA,
+      adminB: w.accountAdminB,
+      instAdminA1: w.adminA1,
+      userA1: w.userA1,
+      otherA1: otherMemberA1,
+      userA2: w.userA2,
+    })) {
+      tok[name as keyof typeof tok] = (await login(t.app, user.email)).accessToken;
+    }
+  });
+  after(() => t.close());
+
+  test('create validates: key_name and key_value required, blank names refused, sharing needs membership', async () => {
+    const missing = expectError(await call('POST', '/api/user/memory', tok.userA1, { key_name: 'tone' }), 400, 'VALIDATION_FAILED');
+    assert.ok(missing.error.details.some((d: any) => d.field === 'key_value'));
+    expectError(await call('POST', '/api/user/memory', tok.userA1, { key_name: '   ', key_value: 'x' }), 400, 'VALIDATION_FAILED');
+    expectError(await call('POST', '/api/user/memory', tok.userA1, { key_name: 'a', key_value: 'x', shared: 'yes' }), 400, 'VALIDATION_FAILED');
+    expectError(await call('POST', '/api/user/memory', tok.userA1, { key_name: 'a', key_value: 'x', shared: true, institution: w.a2.id }), 403, 'FORBIDDEN');
+    expectError(await call('POST', '/api/user/memory', tok.userA1, { key_name: 'a', key_value: 'x', institution: w.a1.id }), 400, 'VALIDATION_FAILED');
+    expectError(await call('POST', '/api/user/memory', undefined, { key_name: 'a', key_value: 'x' }), 401, 'UNAUTHENTICATED');
+    expectError(await call('GET', '/api/user/memory'), 401, 'UNAUTHENTICATED');
+  });
+
+  test('list: personal rows for their author only, shared rows for every member; editable and isAuthor per caller', async () => {
+    const personal = await create(tok.userA1, { key_name: ' tone ', key_value: 'friendly' });
+    assert.equal(personal.key_name, 'tone');
+    assert.equal(personal.key_namespace, 'default');
+    assert.equal(personal.shared, false);
+    assert.equal(personal.key_description, '');
+    assert.deepEqual(personal.institution, { _id: '', name: '', ainame: '', picture: '', personal: true });
+    const shared = await create(tok.userA1, { key_name: 'course', key_value: 'Physics 101', key_description: 'the course', key_namespace: 'class', shared: true });
+    assert.deepEqual(shared.institution, { _id: w.a1.id, name: 'Acme Physics', ainame: 'Newton', picture: '' });
+    const byAdmin = await create(tok.instAdminA1, { key_name: 'policy', key_value: 'be kind', shared: true });
+
+    const mine = (await call('GET', '/api/user/memory', tok.userA1)).json();
+    assert.equal(mine.success, true);
+    const view = (list: any[], id: string) => list.find((r) => r._id === id);
+    assert.deepEqual(
+      [view(mine.data, personal._id), view(mine.data, shared._id), view(mine.data, byAdmin._id)].map((r) => r && { editable: r.editable, isAuthor: r.isAuthor }),
+      [
+        { editable: true, isAuthor: true },
+        { editable: true, isAuthor: true },
+        { editable: false, isAuthor: false },
+      ],
+    );
+    // newest first
+    assert.deepEqual(mine.data.map((r: any) => r._id), [byAdmin._id, shared._id, personal._id]);
+
+    const other = (await call('GET', '/api/user/memory', tok.otherA1)).json().data;
+    assert.equal(view(other, personal._id), undefined, 'a personal row is not shown to another member');
+    assert.deepEqual({ editable: view(other, shared._id).editable, isAuthor: view(other, shared._id).isAuthor }, { editable: false, isAuthor: false });
+
+    const admin = (await call('GET', '/api/user/memory', tok.instAdminA1)).json().data;
+    assert.equal(view(admin, personal._id), undefined);
+    assert.deepEqual({ editable: view(admin, shared._id).editable, isAuthor: view(admin, shared._id).isAuthor }, { editable: true, isAuthor: false });
+    assert.deepEqual({ editable: view(admin, byAdmin._id).editable, isAuthor: view(admin, byAdmin._id).isAuthor }, { editable: true, isAuthor: true });
+
+    // a member of another institution sees none of them
+    assert.deepEqual((await call('GET', '/api/user/memory', tok.userA2)).json().data, []);
+
+    // changes: another member 403, a personal row is invisible (404) even to admins, the admin may edit the shared row
+    expectError(await call('PUT', `/api/user/memory/${shared._id}`, tok.otherA1, { key_value: 'hijacked' }), 403, 'FORBIDDEN');
+    expectError(await call('DELETE', `/api/user/memory/${shared._id}`, tok.otherA1), 403, 'FORBIDDEN');
+    expectError(await call('PUT', `/api/user/memory/${personal._id}`, tok.instAdminA1, { key_value: 'x' }), 404, 'NOT_FOUND');
+    expectError(await call('PUT', `/api/user/memory/${shared._id}`, tok.userA2, { key_value: 'x' }), 404, 'NOT_FOUND');
+    expectError(await call('PUT', `/api/user/memory/${shared._id}`, tok.instAdminA1, { shared: false }), 403, 'FORBIDDEN');
+    const edited = await call('PUT', `/api/user/memory/${shared._id}`, tok.instAdminA1, { key_value: 'Physics 102' });
+    assert.equal(edited.statusCode, 200);
+    assert.equal(edited.json().data.key_value, 'Physics 102');
+    assert.equal(edited.json().data.isAuthor, false);
+    expectError(await call('PUT', `/api/user/memory/${newId()}`, tok.userA1, { key_value: 'x' }), 404, 'NOT_FOUND');
+    expectError(await call('PUT', '/api/user/memory/not-an-id', tok.userA1, { key_value: 'x' }), 400, 'VALIDATION_FAILED');
+
+    // the author un-shares: it becomes personal again
+    const unshared = (await call('PUT', `/api/user/memory/${shared._id}`, tok.userA1, { shared: false })).json().data;
+    assert.equal(unshared.shared, false);
+    assert.equal(unshared.institution.personal, true);
+    assert.equal(view((await call('GET', '/api/user/memory', tok.otherA1)).json().data, shared._id), undefined);
+
+    const deleted = await call('DELETE', `/api/user/memory/${personal._id}`, tok.userA1);
+    assert.equal(deleted.statusCode, 200);
+    assert.equal(await rowExists(personal._id), false);
+  });
+
+  test('admin listing of a user: grouped by institution, personal rows only for account-level admins, other tenants 404', async () => {
+    const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.a2.id]: 'user' } });
+    const ut = (await login(t.app, u.email)).accessToken;
+    const p = await create(ut, { key_name: 'p', key_value: '1' });
+    const s1 = await create(ut, { key_name: 's1', key_value: '1', shared: true, institution: w.a1.id });
+    const s2 = await create(ut, { key_name: 's2', key_value: '1', shared: true, institution: w.a2.id });
+
+    const byAccountAdmin = (await call('GET', `/api/admin/memory/user/${u.id}`, tok.adminA)).json();
+    assert.equal(byAccountAdmin.success, true);
+    assert.deepEqual(
+      byAccountAdmin.data.map((g: any) => [g.institution.personal === true ? 'personal' : g.institution.name, g.items.map((i: any) => i._id)]),
+      [
+        ['personal', [p._id]],
+        ['Acme History', [s2._id]],
+        ['Acme Physics', [s1._id]],
+      ],
+    );
+    const byInstAdmin = (await call('GET', `/api/admin/memory/user/${u.id}`, tok.instAdminA1)).json();
+    assert.deepEqual(byInstAdmin.data.map((g: any) => g.institution._id), [w.a1.id]);
+    assert.equal(byInstAdmin.data[0].items[0].editable, true);
+
+    expectError(await call('GET', `/api/admin/memory/user/${u.id}`, tok.adminB), 404, 'NOT_FOUND');
+    expectError(await call('GET', `/api/admin/memory/user/${u.id}`, tok.otherA1), 403, 'FORBIDDEN');
+    expectError(await call('GET', `/api/admin/memory/user/${newId()}`, tok.root), 404, 'NOT_FOUND');
+
+    const inst = (await call('GET', `/api/admin/memory/institution/${w.a2.id}?pageSize=1`, tok.adminA)).json();
+    assert.equal(inst.total, 1);
+    assert.equal(inst.hasMore, false);
+    assert.equal(inst.institution._id, w.a2.id);
+    assert.deepEqual(inst.data.map((r: any) => r._id), [s2._id]);
+    expectError(await call('GET', `/api/admin/memory/institution/${w.a2.id}`, tok.instAdminA1), 403, 'FORBIDDEN');
+    expectError(await call('GET', `/api/admin/memory/institution/${w.a2.id}`, tok.adminB), 404, 'NOT_FOUND');
+  });
+
+  test('bulk delete by ids: each row re-authorized, rows the admin may not touch skipped and counted', async () => {
+    const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.a2.id]: 'user' } });
+    const ut = (await login(t.app, u.email)).accessToken;
+    const personal = await create(ut, { key_name: 'p', key_value: '1' });
+    const inA1 = await create(ut, { key_name: 's1', key_value: '1', shared: true, institution: w.a1.id });
+    const inA2 = await create(ut, { key_name: 's2', key_value: '1', shared: true, institution: w.a2.id });
+    const someoneElses = await create(tok.userA1, { key_name: 'x', key_value: '1', shared: true });
+
+    // the institution admin of A1 may delete only the A1 row; the personal row, the A2 row, another
+    // user's row and an unknown id are skipped
+    const res = await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.instAdminA1, { ids: [personal._id, inA1._id, inA2._id, someoneElses._id, newId()] });
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(
+      { success: res.json().success, deletedCount: res.json().deletedCount, skippedCount: res.json().skippedCount },
+      { success: true, deletedCount: 1, skippedCount: 4 },
+    );
+    assert.equal(await rowExists(inA1._id), false);
+    assert.equal(await rowExists(personal._id), true);
+    assert.equal(await rowExists(inA2._id), true);
+    assert.equal(await rowExists(someoneElses._id), true);
+
+    // ids and filters together are refused; another account's admin gets 404, a plain user 403
+    expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: [personal._id], namespace: 'x' }), 400, 'VALIDATION_FAILED');
+    expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminB, { ids: [personal._id] }), 404, 'NOT_FOUND');
+    expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.otherA1, { ids: [personal._id] }), 403, 'FORBIDDEN');
+    expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, undefined, { ids: [personal._id] }), 401, 'UNAUTHENTICATED');
+    expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: ['nope'] }), 400, 'VALIDATION_FAILED');
+    assert.equal(await rowExists(personal._id), true);
+
+    // the account admin may delete both remaining rows
+    const all = (await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: [personal._id, inA2._id] })).json();
+    assert.equal(all.deletedCount, 2);
+    assert.equal(all.skippedCount, 0);
+  });
+
+  test('bulk delete by namespace and by the shared flag', async () => {
+    const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const ut = (await login(t.app, u.email)).accessToken;
+    const nsX1 = await create(ut, { key_name: 'a', key_value: '1', key_namespace: 'x' });
+    const nsX2 = await create(ut, { key_name: 'b', key_value: '1', key_namespace: 'x', shared: true });
+    const nsY = await create(ut, { key_name: 'c', key_value: '1', key_namespace: 'y' });
+    const sharedY = await create(ut, { key_name: 'd', key_value: '1', key_namespace: 'y', shared: true });
+    const otherUserX = await create(tok.userA1, { key_name: 'e', key_value: '1', key_namespace: 'x' });
+
+    // institution admin: the personal row of namespace x is skipped, the shared one deleted
+    const byInstAdmin = (await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.instAdminA1, { namespace: 'x' })).json();
+    assert.deepEqual([byInstAdmin.deletedCount, byInstAdmin.skippedCount], [1, 1]);
+    assert.equal(await rowExists(nsX2._id), false);
+    assert.equal(await rowExists(nsX1._id), true);
+
+    const byNamespace = (await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { namespace: 'x' })).json();
+    assert.deepEqual([byNamespace.deletedCount, byNamespace.skippedCount], [1, 0]);
+    assert.equal(await rowExists(nsX1._id), false);
+    assert.equal(await rowExists(otherUserX._id), true, "another user's row of the same namespace stays");
+    assert.equal(await rowExists(nsY._id), true);
+
+    const personalOnly = (await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { shared: false })).json();
+    assert.equal(personalOnly.deletedCount, 1);
+    assert.equal(await rowExists(nsY._id), false);
+    assert.equal(await rowExists(sharedY._id), true);
+
+    // institution route: only shared rows of that institution, per row; personal and foreign ids skipped
+    const mineA1 = await create(tok.userA1, { key_name: 'f', key_value: '1', key_namespace: 'z', shared: true });
+    const inA2 = await create(tok.userA2, { key_name: 'g', key_value: '1', shared: true });
+    const res = (await call('DELETE', `/api/admin/memory/institution/${w.a1.id}`, tok.instAdminA1, { ids: [sharedY._id, otherUserX._id, inA2._id] })).json();
+    assert.deepEqual([res.deletedCount, res.skippedCount], [1, 2]);
+    assert.equal(await rowExists(sharedY._id), false);
+    assert.equal(await rowExists(otherUserX._id), true);
+    assert.equal(await rowExists(inA2._id), true);
+    expectError(await call('DELETE', `/api/admin/memory/institution/${w.a2.id}`, tok.instAdminA1, {}), 403, 'FORBIDDEN');
+    expectError(await call('DELETE', `/api/admin/memory/institution/${w.a1.id}`, tok.adminB, {}), 404, 'NOT_FOUND');
+    const byNs = (await call('DELETE', `/api/admin/memory/institution/${w.a1.id}`, tok.instAdminA1, { namespace: 'z' })).json();
+    assert.deepEqual([byNs.deletedCount, byNs.skippedCount], [1, 0]);
+    assert.equal(await rowExists(mineA1._id), false);
+    assert.equal(await rowExists(inA2._id), true);
+  });
+
+  test('the list is cached per author and per institution, and every write path invalidates it', async () => {
+    const writer = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const wt = (await login(t.app, writer.email)).accessToken;
+    const visible = async (token: string) => (await call('GET', '/api/user/memory', token)).json().data as any[];
+    const shared = await create(wt, { key_name: 'cached', key_value: '1', shared: true });
+    assert.ok((await visible(tok.otherA1)).some((r) => r._id === shared._id));
+
+    // a row written behind the service's back is not seen: the answer comes from the cache
+    const hidden = newId();
+    await t.database.db.insert(memoryParams).values({ id: hidden, authorUserId: writer.id, institutionId: w.a1.id, keyName: 'hidden', keyValue: '1', shared: true });
+    assert.ok(!(await visible(tok.otherA1)).some((r) => r._id === hidden));
+    // a write through the API invalidates the institution's list
+    const second = await create(wt, { key_name: 'second', key_value: '1', shared: true });
+    const after = await visible(tok.otherA1);
+    assert.ok(after.some((r) => r._id === hidden) && after.some((r) => r._id === second._id));
+
+    // personal rows: create, update, delete are seen at once by their author
+    const personal = await create(wt, { key_name: 'mine', key_value: 'v1' });
+    assert.equal((await visible(wt)).find((r) => r._id === personal._id)?.key_value, 'v1');
+    await call('PUT', `/api/user/memory/${personal._id}`, wt, { key_value: 'v2' });
+    assert.equal((await visible(wt)).find((r) => r._id === personal._id)?.key_value, 'v2');
+
+    // an admin bulk delete
+    await call('DELETE', `/api/admin/memory/institution/${w.a1.id}`, tok.instAdminA1, { ids: [second._id] });
+    assert.ok(!(await visible(tok.otherA1)).some((r) => r._id === second._id));
+
+    // renaming the institution changes the institution object of its shared rows
+    const renamed = await call('PATCH', `/api/admin/institution/${w.a1.id}`, tok.adminA, { ainame: 'Isaac' });
+    assert.equal(renamed.statusCode, 200);
+    assert.equal((await visible(tok.otherA1)).find((r) => r._id === shared._id)?.institution.ainame, 'Isaac');
+
+    // deleting the writer deletes their shared rows (cascade): other members stop seeing them
+    assert.equal((await call('DELETE', `/api/admin/user/${writer.id}`, tok.adminA)).statusCode, 200);
+    const gone = await visible(tok.otherA1);
+    assert.ok(!gone.some((r) => r._id === shared._id || r._id === hidden));
+  });
+});
+
+test('memory cache: bounded by rows held (oldest entry first), stale loads not stored', async () => {
+  const bus = new LocalInvalidationBus();
+  const cache = new MemoryCache(bus, 3);
+  const rows = (n: number) => Array.from({ length: n }, () => ({ id: newId() }) as unknown as MemoryWithInstitution);
+  let loads = 0;
+  const load = (n: number) => async () => {
+    loads++;
+    return rows(n);
+  };
+  await cache.personalOf('u1', load(2));
+  await cache.sharedOf('i1', load(1));
+  await cache.personalOf('u1', load(2));
+  assert.equal(loads, 2, 'both entries cached (3 rows)');
+  await cache.sharedOf('i2', load(2)); // 5 rows > 3: u1 (oldest personal) goes
+  await cache.personalOf('u1', load(2));
+  assert.equal(loads, 4, 'u1 was evicted and loaded again');
+
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const pending = cache.sharedOf('i3', async () => {
+    await gate;
+    return rows(1);
+  });
+  await bus.publish('memory-shared', { id: 'i3' });
+  release();
+  await pending;
+  await cache.sharedOf('i3', load(1));
+  assert.equal(loads, 5, 'the load that raced an invalidation was not stored');
+  cache.close();
+});
