@@ -38,6 +38,11 @@ export interface AppConfig {
   cloudRevokeUrls: Record<string, string>;
   /** Ingestion workers in this process; 0 disables background ingestion on this node. */
   ingestWorkers: number;
+  /** Auth cache: sessions kept, and the age bound of an entry (0 disables the cache). */
+  authCacheMaxEntries: number;
+  authCacheTtlSeconds: number;
+  /** Run the embedded database in a worker thread (keeps its statements off the request loop). */
+  pgliteWorker: boolean;
   /** Bounds of the ingestion sandbox process and the parsers (see vault/ingest/sandbox.ts, zip.ts). */
   ingest: {
     workerHeapMb: number;
@@ -321,6 +326,9 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     ssoTestAllowPrivate: bool('SSO_TEST_ALLOW_PRIVATE', false),
     cloudRevokeUrls,
     ingestWorkers: int('INGEST_WORKERS', 1, 0, 16),
+    authCacheMaxEntries: int('AUTH_CACHE_MAX_ENTRIES', 10_000, 0, 10_000_000),
+    authCacheTtlSeconds: int('AUTH_CACHE_TTL_SECONDS', 60, 0, 86_400),
+    pgliteWorker: bool('PGLITE_WORKER', nodeEnv !== 'test'),
     ingest: {
       workerHeapMb: int('INGEST_WORKER_HEAP_MB', 512, 64, 16_384),
       timeoutMs: int('INGEST_TIMEOUT_SECONDS', 120, 1, 3600) * 1000,

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { AppConfig } from './config.js';
 import type { Database, Db } from './db/client.js';
+import type { AuthRuntime } from './modules/identity/auth-context.js';
 import type { TokenService } from './modules/identity/tokens.js';
 import type { Embedder } from './providers/embeddings/types.js';
 import type { ChatModel } from './providers/llm/types.js';
@@ -25,6 +26,8 @@ export interface AppContext {
   db: Db;
   clock: Clock;
   tokens: TokenService;
+  /** Session auth cache (invalidate through it after every write that changes what it holds) and the activity writer. */
+  auth: AuthRuntime;
   log: FastifyBaseLogger;
   providers: Providers;
   /** Change announcements for caches (branding); in-process, replaceable by Redis pub/sub for several nodes. */

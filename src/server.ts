@@ -1,13 +1,14 @@
 import { buildApp, type App } from './app.js';
 import type { AppConfig } from './config.js';
+import type { EarlyPglite } from './db/early.js';
 
 /**
  * Listens and handles SIGTERM/SIGINT: stop accepting (Fastify answers 503 to new requests while
  * closing), let in-flight requests finish, stop workers, close the database — then exit.
  */
-export async function serve(config: AppConfig): Promise<App> {
+export async function serve(config: AppConfig, early?: EarlyPglite): Promise<App> {
   const started = performance.now();
-  const app = await buildApp({ config });
+  const app = await buildApp({ config, early });
   await app.listen({ port: config.port, host: config.host });
   app.log.info({ startupMs: Math.round(performance.now() - started), database: app.ctx.database.kind }, 'server ready');
 

@@ -16,7 +16,7 @@ let t: TestApp;
 let token: string;
 const ids: Record<string, string> = {};
 
-const authOf = () => resolveAuth(t.app.ctx.db, t.app.ctx.tokens, token, new Date());
+const authOf = () => resolveAuth(t.app.ctx.db, t.app.ctx.tokens, token, new Date(), t.app.ctx.auth);
 
 before(async () => {
   t = await startTestApp();

@@ -28,7 +28,11 @@ test('the server process drains in-flight requests on SIGTERM and exits cleanly'
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ email: 'srv@example.com', password: 'srv-password-1' }),
     });
-    await new Promise((r) => setTimeout(r, 15));
+    // SIGTERM once the server has the request (its "incoming request" log line), not after a guessed delay:
+    // on a loaded machine a request can take longer than any fixed delay to arrive, and one that arrives
+    // after the signal is rightly answered 503
+    const deadline = Date.now() + 10_000;
+    while (!/"url":"\/api\/auth\/login"/.test(logs) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
     child.kill('SIGTERM');
     const res = await inFlight;
     assert.equal(res.status, 200);

@@ -1,10 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import { linkSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
-import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
-import { vector } from '@electric-sql/pglite-pgvector';
+import type { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
@@ -13,6 +10,9 @@ import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import * as schema from './schema.js';
+import { RemotePGlite } from './pglite-remote.js';
+import { lockDataDir } from './lock.js';
+import type { EarlyPglite } from './early.js';
 
 export type Schema = typeof schema;
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
@@ -24,7 +24,9 @@ export interface Database {
   db: Db;
   kind: 'pglite' | 'postgres';
   /** The embedded engine, when it is the one in use (tests dump and restore its data directory). */
-  pglite?: PGlite;
+  pglite?: PGlite | RemotePGlite;
+  /** The embedded engine runs in a worker thread (PGLITE_WORKER). */
+  worker?: boolean;
   ping(): Promise<void>;
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -37,13 +39,20 @@ export interface DatabaseOptions {
   /** A `dumpDataDir` snapshot to start from (tests). */
   loadDataDir?: Blob | File;
   poolSize?: number;
+  /**
+   * Run the embedded engine in a worker thread: its statements (each synchronous in PGlite) then
+   * never hold the request loop. Same API for the app; results cross the thread by structured clone.
+   */
+  pgliteWorker?: boolean;
+  /** The embedded database's worker, already starting (server start-up: see early.ts). */
+  early?: EarlyPglite;
   /** PostgreSQL: an idle connection of the pool failed (e.g. the server dropped it); the pool replaces it. */
   onIdleError?: (err: Error) => void;
 }
 
 /** Where the configuration puts the database: PostgreSQL when DATABASE_URL is set, else PGlite in DATA_DIR/pgdata. */
-export function databaseOptionsFor(config: { databaseUrl?: string; dataDir: string }): DatabaseOptions {
-  return config.databaseUrl ? { databaseUrl: config.databaseUrl } : { pgliteDataDir: `${config.dataDir}/pgdata` };
+export function databaseOptionsFor(config: { databaseUrl?: string; dataDir: string; pgliteWorker?: boolean }): DatabaseOptions {
+  return config.databaseUrl ? { databaseUrl: config.databaseUrl } : { pgliteDataDir: `${config.dataDir}/pgdata`, pgliteWorker: config.pgliteWorker };
 }
 
 const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -77,23 +86,31 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
 
   const dataDir = options.pgliteDataDir ?? 'memory://';
   const onDisk = !dataDir.startsWith('memory://');
+  const early = options.early?.dataDir === dataDir ? options.early : undefined;
   // PGlite does not create missing parent folders.
-  if (onDisk) mkdirSync(dataDir, { recursive: true });
-  const releaseLock = onDisk ? lockDataDir(dataDir) : () => undefined;
-  let pglite: PGlite;
+  if (onDisk && !early) mkdirSync(dataDir, { recursive: true });
+  const releaseLock = early ? early.releaseLock : onDisk ? lockDataDir(dataDir) : () => undefined;
+  let pglite: PGlite | RemotePGlite;
   try {
-    pglite = await PGlite.create({ dataDir, loadDataDir: options.loadDataDir, extensions: { vector, pg_trgm } });
+    pglite = early
+      ? await early.pglite
+      : options.pgliteWorker
+        ? await RemotePGlite.create({ dataDir, loadDataDir: options.loadDataDir })
+        : await createInThread(dataDir, options.loadDataDir);
   } catch (err) {
     releaseLock();
     throw err;
   }
-  const db = drizzlePglite(pglite, { schema }) as unknown as Db;
+  // drizzle's PGlite driver calls query/transaction only, which RemotePGlite implements
+  const client = pglite as PGlite;
+  const db = drizzlePglite(client, { schema }) as unknown as Db;
   return {
     db,
     kind: 'pglite',
     pglite,
+    worker: options.pgliteWorker === true,
     ping: async () => void (await pglite.query('select 1')),
-    migrate: () => migratePglite(drizzlePglite(pglite, { schema }), { migrationsFolder }),
+    migrate: () => migratePglite(drizzlePglite(client, { schema }), { migrationsFolder }),
     close: async () => {
       try {
         await pglite.close();
@@ -104,77 +121,14 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   };
 }
 
-/** Lock files this process holds: a lock naming our pid that is not in here is a leftover. */
-const heldLocks = new Set<string>();
-
-/**
- * The embedded database is one process's: a second process opening the same folder (say `cli
- * seed-demo` while the server runs) would not be seen by the first and could corrupt it. A lock file
- * names its owner by pid and process start time; a lock whose owner is gone (or whose pid now belongs
- * to another process, as after a container restart) is taken over.
- */
-function lockDataDir(dataDir: string): () => void {
-  const lockPath = `${realpathSync(dataDir)}.lock`;
-  if (heldLocks.has(lockPath)) throw inUse(dataDir, process.pid, true);
-  const me = `${process.pid} ${processStartTicks(process.pid) ?? ''}`.trim();
-  for (let attempt = 0; attempt < 3; attempt++) {
-    // Written aside, then linked into place: the lock never exists without its owner in it.
-    const tmp = `${lockPath}.${process.pid}.${randomBytes(4).toString('hex')}`;
-    writeFileSync(tmp, me);
-    try {
-      linkSync(tmp, lockPath);
-      heldLocks.add(lockPath);
-      let released = false;
-      const release = () => {
-        if (released) return;
-        released = true;
-        heldLocks.delete(lockPath);
-        rmSync(lockPath, { force: true });
-        process.off('exit', release);
-      };
-      process.on('exit', release);
-      return release;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const [pidText, ticks] = readFileSync(lockPath, 'utf8').trim().split(' ');
-      const owner = Number(pidText);
-      if (ownerAlive(owner, ticks)) throw inUse(dataDir, owner, false);
-      rmSync(lockPath, { force: true }); // a leftover: its owner is gone
-    } finally {
-      rmSync(tmp, { force: true });
-    }
-  }
-  throw new Error(`Could not lock the embedded database in ${dataDir}`);
-}
-
-function inUse(dataDir: string, pid: number, self: boolean): Error {
-  return new Error(
-    `The embedded database in ${dataDir} is in use by process ${pid}${self ? ' (this one)' : ''}. ` +
-      'Stop that process first, or use DATABASE_URL (PostgreSQL) to run several processes on one database.',
-  );
-}
-
-function ownerAlive(pid: number, startTicks: string | undefined): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  // Our own pid but not a lock we hold: left by an earlier process that had the same pid.
-  if (pid === process.pid) return false;
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
-  const now = processStartTicks(pid);
-  return !startTicks || !now || now === startTicks;
-}
-
-/** Start time of a process in clock ticks since boot (Linux), to tell a reused pid from its old owner. */
-function processStartTicks(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-  } catch {
-    return undefined;
-  }
+/** PGlite on this thread; its module (the WASM engine) is loaded only when used. */
+async function createInThread(dataDir: string, loadDataDir?: Blob | File): Promise<PGlite> {
+  const [{ PGlite }, { pg_trgm }, { vector }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('@electric-sql/pglite/contrib/pg_trgm'),
+    import('@electric-sql/pglite-pgvector'),
+  ]);
+  return PGlite.create({ dataDir, loadDataDir, extensions: { vector, pg_trgm } });
 }
 
 /** Rows of a raw SQL query, whichever driver runs it (node-postgres and PGlite shape results differently). */

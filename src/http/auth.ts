@@ -23,7 +23,7 @@ export function requireAuth(ctx: AppContext): preHandlerAsyncHookHandler {
   return async function authenticate(request: FastifyRequest, _reply: FastifyReply) {
     const token = tokenFromHeaders(request.headers);
     if (!token) throw unauthenticated('Missing access token (Authorization: Bearer or x-access-token)');
-    request.auth = await resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now());
+    request.auth = await resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now(), ctx.auth);
   };
 }
 

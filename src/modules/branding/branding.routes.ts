@@ -24,7 +24,7 @@ export async function brandingRoutes(app: App, ctx: AppContext): Promise<Brandin
   // Optional authentication: no token is fine (public projection); a token that is presented must be valid.
   const optionalAuth = async (request: FastifyRequest) => {
     const token = tokenFromHeaders(request.headers);
-    if (token) request.auth = await resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now());
+    if (token) request.auth = await resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now(), ctx.auth);
   };
 
   app.post(

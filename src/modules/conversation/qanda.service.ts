@@ -286,6 +286,7 @@ export class QandaService {
               updatedAt: now(),
             });
           });
+          ctx.auth.cache.invalidateUser(auth.userId);
           emit('', true, { error: 'Not enough credits', usage: usage.totalTokens, credits: toCredits(Math.min(chargedUnits, reserved)) });
           throw insufficientCredits('Not enough credits for the next model call of this answer (tool round)');
         }
@@ -316,6 +317,8 @@ export class QandaService {
       });
       return result;
     });
+    // the caller's cached user row (credits, credits_used: GET /api/user/me) changed with the payment
+    ctx.auth.cache.invalidateUser(auth.userId);
     emit('', true, { usage: usage.totalTokens, credits });
 
     return {

@@ -5,6 +5,7 @@ import { unauthenticated } from '../../shared/errors.js';
 import type { GlobalRole, InstitutionRole, Principal } from '../tenancy/permissions.js';
 import { loginRefusal } from './identity.policy.js';
 import type { TokenService } from './tokens.js';
+import type { ActivityRecorder, AuthCache, CachedAuth } from './auth-cache.js';
 
 /** Who is calling: established once per request from the access token and the database. */
 export interface AuthContext extends Principal {
@@ -57,31 +58,74 @@ function buildAuthQuery(db: Db) {
     .prepare('resolve_auth');
 }
 
-/**
- * One query per request: the session, the whole user row, its account's status and the memberships.
- * Routes that need the caller's own record (GET /api/user/me) use `auth.user` instead of reading it
- * again. A user the identity policy would not let log in (disabled, inactive account, only inactive
- * institutions) is refused here too, and memberships of inactive institutions do not count.
- */
-export async function resolveAuth(db: Db, tokens: TokenService, token: string, now: Date): Promise<AuthContext> {
-  const claims = await tokens.verifyAccess(token, now);
-  const [row] = await authQuery(db).execute({ sessionId: claims.sessionId, userId: claims.userId });
-  if (!row || row.revokedAt) throw unauthenticated('Session has ended');
-  if (row.expiresAt.getTime() <= now.getTime()) throw unauthenticated('Session has expired');
+/** What the auth query returns for a session, memberships parsed once: the unit the cache keeps. */
+export interface SessionAuth {
+  row: AuthRow;
+  /** Memberships that count: those of active institutions of active accounts. */
+  memberships: ReadonlyMap<string, { role: InstitutionRole; accountId: string }>;
+  /** Why the identity policy would refuse this user now (disabled, inactive account...), or null. */
+  refusal: string | null;
+}
+type AuthRow = Awaited<ReturnType<ReturnType<typeof buildAuthQuery>['execute']>>[number];
 
+/**
+ * The query, when the cache does not have the session: the session, the whole user row, its
+ * account's status and the memberships. The cache keys it by every institution and account it
+ * depends on (inactive ones included: activating one changes the answer too).
+ */
+async function loadSessionAuth(db: Db, sessionId: string, userId: string): Promise<CachedAuth<SessionAuth> | undefined> {
+  const [row] = await authQuery(db).execute({ sessionId, userId });
+  if (!row) return undefined;
   const memberships = new Map<string, { role: InstitutionRole; accountId: string }>();
   const enrolments: Array<{ status: string; accountStatus: string }> = [];
+  const institutionIds: string[] = [];
+  const accountIds = new Set([row.user.accountId]);
   for (const entry of row.memberships) {
     const [institutionId, role, accountId, active] = entry.split(' ');
     const state = active === '1' ? 'active' : 'inactive';
     enrolments.push({ status: state, accountStatus: state });
+    if (institutionId) institutionIds.push(institutionId);
+    if (accountId) accountIds.add(accountId);
     if (institutionId && role && accountId && active === '1') memberships.set(institutionId, { role: role as InstitutionRole, accountId });
   }
   const refusal = loginRefusal(row.user, row.accountStatus, enrolments);
-  if (refusal) throw unauthenticated(refusal);
+  return { value: { row, memberships, refusal }, userId: row.user.id, accountIds: [...accountIds], institutionIds };
+}
 
-  if (now.getTime() - row.lastActivityAt.getTime() > ACTIVITY_WRITE_INTERVAL_MS) {
-    await db.update(sessions).set({ lastActivityAt: now }).where(eq(sessions.id, claims.sessionId));
+/** The per-app pieces of authentication: the cache of session auth and the activity writer. */
+export interface AuthRuntime {
+  cache: AuthCache<SessionAuth>;
+  activity: ActivityRecorder;
+}
+
+/**
+ * The caller of a request, from the access token and the session's cached auth (one query on a
+ * miss, none on a hit). Routes that need the caller's own record (GET /api/user/me) use `auth.user`
+ * instead of reading it again. Everything that would refuse the session is checked here on every
+ * request, against the cached values: the cache only saves the read. A user the identity policy
+ * would not let log in (disabled, inactive account, only inactive institutions) is refused here too,
+ * and memberships of inactive institutions do not count.
+ */
+export async function resolveAuth(db: Db, tokens: TokenService, token: string, now: Date, runtime: AuthRuntime): Promise<AuthContext> {
+  const claims = await tokens.verifyAccess(token, now);
+  const nowMs = now.getTime();
+  const entry = await runtime.cache.get(claims.sessionId, nowMs, () => loadSessionAuth(db, claims.sessionId, claims.userId));
+  // the query matches session AND user; a cached entry must too
+  if (!entry || entry.userId !== claims.userId) throw unauthenticated('Session has ended');
+  const { row, memberships, refusal } = entry.value;
+  if (row.revokedAt) throw unauthenticated('Session has ended');
+  if (row.expiresAt.getTime() <= nowMs) throw unauthenticated('Session has expired');
+  if (refusal) {
+    // A refusal can end without this service writing anything (a reactivation through another tool):
+    // refused answers are not kept, so the next request reads again. Ended sessions stay cached: they never come back.
+    runtime.cache.forget(claims.sessionId);
+    throw unauthenticated(refusal);
+  }
+
+  // Off the request path: queued, written by one statement shortly after; at most once a minute per session.
+  if (nowMs - Math.max(entry.activityAt, row.lastActivityAt.getTime()) > ACTIVITY_WRITE_INTERVAL_MS) {
+    entry.activityAt = nowMs;
+    runtime.activity.record(claims.sessionId, now);
   }
 
   const institutionId = claims.institutionId && memberships.has(claims.institutionId) ? claims.institutionId : null;

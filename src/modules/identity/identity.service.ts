@@ -102,6 +102,7 @@ export class SessionIssuer {
       expiresAt: new Date(now.getTime() + this.ctx.tokens.refreshTtlSeconds * 1000),
     });
     const updated = (await repo.updateUser(this.ctx.db, user.id, { lastLoginAt: now, currentInstitutionId: institutionId }, now)) ?? user;
+    this.ctx.auth.cache.invalidateUser(user.id); // lastLoginAt and the current institution of the user's other sessions
     await touchAccountActivity(this.ctx.db, user.accountId, now);
     return this.pair(updated, sessionId, institutionId, refresh.token, now);
   }
@@ -193,12 +194,16 @@ export class IdentityService {
     const session = await repo.rotateRefresh(this.ctx.db, parsed.sessionId, parsed.secretHash, next.hash, now);
     if (!session) {
       const revoked = await repo.revokeOnReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, now);
-      if (revoked) throw unauthenticated('This refresh token was already used; the session has been revoked');
+      if (revoked) {
+        this.ctx.auth.cache.invalidateSession(parsed.sessionId);
+        throw unauthenticated('This refresh token was already used; the session has been revoked');
+      }
       throw unauthenticated('Refresh token is invalid or its session has ended');
     }
     const user = await repo.findUserById(this.ctx.db, session.userId);
     if (!user || user.status !== 'active') {
       await repo.revokeSession(this.ctx.db, session.id, 'user-disabled', now);
+      this.ctx.auth.cache.invalidateSession(session.id);
       throw unauthenticated('User is disabled');
     }
     // An inactive account or institution refuses the refresh too (without ending the session: reactivated, it works again).
@@ -209,6 +214,7 @@ export class IdentityService {
 
   async logout(auth: AuthContext): Promise<void> {
     await repo.revokeSession(this.ctx.db, auth.sessionId, 'logout', this.ctx.clock.now());
+    this.ctx.auth.cache.invalidateSession(auth.sessionId);
   }
 
   /**
@@ -246,6 +252,8 @@ export class IdentityService {
     if (mfaTurnedOff) await this.secondFactor.onDisabled(user.id);
     // Whoever else holds a session, a trusted device or an open code of this user loses it; this session stays.
     if (changes.passwordHash) await endCredentials(this.ctx.db, user.id, 'password-changed', now, auth.sessionId);
+    // every session of the user: the others are revoked, this one holds the old row
+    if (updated !== user || mfaTurnedOff) this.ctx.auth.cache.invalidateUser(user.id);
     return updated ?? user;
   }
 
@@ -286,6 +294,7 @@ export class IdentityService {
       answer = { sessionId: auth.sessionId };
     }
     const user = await repo.updateUser(this.ctx.db, auth.userId, { currentInstitutionId: institutionId }, now);
+    this.ctx.auth.cache.invalidateUser(auth.userId);
     if (!user) throw notFound('User');
     if (answer.refreshToken) return this.sessions.pair(user, answer.sessionId, institutionId, answer.refreshToken, now);
     return this.sessions.accessToken(user, answer.sessionId, institutionId, now);

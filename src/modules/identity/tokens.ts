@@ -1,3 +1,4 @@
+import { webcrypto } from 'node:crypto';
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
 import { keyedHash, randomToken, safeEqualHex } from '../../shared/crypto.js';
 import { unauthenticated } from '../../shared/errors.js';
@@ -8,9 +9,16 @@ export interface AccessClaims {
   institutionId: string | null;
 }
 
+/** Access tokens whose signature was checked, kept so that each is checked once (see verifyAccess). */
+const VERIFIED_MAX = 10_000;
+
 /** Signs and checks access tokens (JWT, HS256) and makes/reads opaque refresh tokens `<sessionId>.<secret>`. */
 export class TokenService {
   private readonly key: Uint8Array;
+  /** The HMAC key imported once: jose would import the raw bytes again on every verification. */
+  private cryptoKey: Promise<webcrypto.CryptoKey> | undefined;
+  /** token → claims and expiry (ms), for tokens whose signature and claims were checked. */
+  private readonly verified = new Map<string, { claims: AccessClaims; expMs: number; nbfMs: number }>();
 
   constructor(
     private readonly secret: string,
@@ -30,14 +38,32 @@ export class TokenService {
       .sign(this.key);
   }
 
+  /**
+   * Checks signature and claims. A token that passed is remembered (bounded, oldest dropped first)
+   * with its expiry, so that the HMAC check (about a quarter of the CPU of an authenticated request,
+   * by profile) runs once per token rather than on every request; expiry and not-before are still
+   * checked against `now` on every call. The result depends only on the token's bytes and the key,
+   * which never changes for this service instance.
+   */
   async verifyAccess(token: string, now: Date): Promise<AccessClaims> {
+    const known = this.verified.get(token);
+    if (known) {
+      const nowMs = now.getTime();
+      if (nowMs >= known.expMs) throw unauthenticated('Access token expired');
+      if (nowMs >= known.nbfMs) return known.claims;
+    }
     try {
-      const { payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'], currentDate: now });
-      if (payload.typ !== 'access' || typeof payload.sub !== 'string' || typeof payload.sid !== 'string') {
+      this.cryptoKey ??= webcrypto.subtle.importKey('raw', this.key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+      const key = (await this.cryptoKey) as unknown as Parameters<typeof jwtVerify>[1];
+      const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], currentDate: now });
+      if (payload.typ !== 'access' || typeof payload.sub !== 'string' || typeof payload.sid !== 'string' || typeof payload.exp !== 'number') {
         throw unauthenticated('Invalid access token');
       }
       const inst = typeof payload.inst === 'string' ? payload.inst : null;
-      return { userId: payload.sub, sessionId: payload.sid, institutionId: inst };
+      const claims: AccessClaims = { userId: payload.sub, sessionId: payload.sid, institutionId: inst };
+      if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value as string);
+      this.verified.set(token, { claims, expMs: payload.exp * 1000, nbfMs: typeof payload.nbf === 'number' ? payload.nbf * 1000 : Number.NEGATIVE_INFINITY });
+      return claims;
     } catch (err) {
       if (err instanceof joseErrors.JWTExpired) throw unauthenticated('Access token expired');
       if (err instanceof Error && err.name === 'AppError') throw err;

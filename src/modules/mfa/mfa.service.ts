@@ -91,7 +91,9 @@ export class MfaService implements LoginSecondFactor {
     await this.useCode('enroll', challengeId, code, auth.userId);
     const now = this.ctx.clock.now();
     // A cancel (PATCH mfaEnabled false) may have happened between the check above and now.
-    if (!(await repo.markEnrolled(this.ctx.db, auth.userId, now))) throw conflict('No MFA enrolment is pending any more');
+    const enrolled = await repo.markEnrolled(this.ctx.db, auth.userId, now);
+    this.ctx.auth.cache.invalidateUser(auth.userId); // mfaEnabled/mfaPending of GET /me
+    if (!enrolled) throw conflict('No MFA enrolment is pending any more');
     return this.trustDevice(auth.userId, meta);
   }
 

@@ -60,7 +60,7 @@ export class RealtimeGateway {
       const raw = (socket.handshake.auth as { token?: unknown } | undefined)?.token;
       const token = typeof raw === 'string' ? raw.replace(/^Bearer\s+/iu, '').trim() : '';
       if (!token) return next(Object.assign(new Error('UNAUTHENTICATED'), { data: { message: 'Missing access token: connect with auth: {token}' } }));
-      resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now()).then(
+      resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now(), ctx.auth).then(
         (auth) => {
           (socket.data as SocketData) = { userId: auth.userId, sessionId: auth.sessionId };
           next();

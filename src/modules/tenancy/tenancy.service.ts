@@ -244,6 +244,7 @@ export class TenancyService {
     if (input.managerEmail !== undefined) patch.managerEmail = input.managerEmail;
     if (input.status !== undefined) patch.status = input.status;
     const row = Object.keys(patch).length > 0 ? await repo.updateAccount(this.db, account.id, patch, this.now()) : account;
+    if (patch.status !== undefined) this.ctx.auth.cache.invalidateAccount(account.id);
     if (!row) throw notFound('Account');
     return presentAccount(row);
   }
@@ -251,7 +252,9 @@ export class TenancyService {
   async deleteAccount(auth: AuthContext, id: string): Promise<void> {
     const account = await this.loadAccount(id);
     assertAccountDelete(auth, account);
-    if (!(await repo.deleteAccount(this.db, account.id))) throw notFound('Account');
+    const deleted = await repo.deleteAccount(this.db, account.id);
+    this.ctx.auth.cache.invalidateAccount(account.id);
+    if (!deleted) throw notFound('Account');
     // Its institutions went with it (cascade): caches drop every institution.
     await this.ctx.invalidation.publish('institution', { id: ALL_RECORDS });
   }
@@ -342,6 +345,7 @@ export class TenancyService {
       if (isLtiConflict(err)) throw new AppError(409, 'CONFLICT', LTI_TAKEN, [{ field: 'ltiContextIds', message: LTI_TAKEN }]);
       throw err;
     }
+    if (patch.status !== undefined) this.ctx.auth.cache.invalidateInstitution(institution.id);
     if (!row) throw notFound('Institution');
     if (row !== institution) await this.ctx.invalidation.publish('institution', { id: institution.id });
     return presentInstitution(row);
@@ -350,7 +354,9 @@ export class TenancyService {
   async deleteInstitution(auth: AuthContext, id: string): Promise<void> {
     const institution = await this.loadInstitution(id);
     assertInstitution(auth, 'institutions.delete', institution);
-    if (!(await repo.deleteInstitution(this.db, institution.id))) throw notFound('Institution');
+    const deleted = await repo.deleteInstitution(this.db, institution.id);
+    this.ctx.auth.cache.invalidateInstitution(institution.id); // its memberships are gone
+    if (!deleted) throw notFound('Institution');
     await this.ctx.invalidation.publish('institution', { id: institution.id });
   }
 
@@ -479,6 +485,8 @@ export class TenancyService {
       if (endSessions) await endCredentials(tx, user.id, input.password !== undefined ? 'password-reset-by-admin' : 'user-disabled', now);
       return row;
     });
+    // after the commit: a read between the invalidation and the commit would cache the old row again
+    this.ctx.auth.cache.invalidateUser(user.id);
     if (!updated) throw notFound('User');
     return this.present(auth, updated, memberships);
   }
@@ -486,7 +494,9 @@ export class TenancyService {
   async deleteUser(auth: AuthContext, id: string): Promise<void> {
     const { user, memberships } = await this.loadUser(id);
     assertUserDelete(auth, user, memberships);
-    if (!(await repo.deleteUser(this.db, user.id))) throw notFound('User');
+    const deleted = await repo.deleteUser(this.db, user.id);
+    this.ctx.auth.cache.invalidateUser(user.id);
+    if (!deleted) throw notFound('User');
     await this.ctx.invalidation.publish('user', { id: user.id });
   }
 
@@ -514,6 +524,7 @@ export class TenancyService {
     assertUserWrite(auth, 'users.credits', user, memberships);
     assertMint(auth);
     const credits = await this.db.transaction((tx) => moveUserCredits(tx, user.id, amount, { kind: amount > 0 ? 'topup' : 'correction', actorUserId: auth.userId }));
+    this.ctx.auth.cache.invalidateUser(user.id); // credits of GET /me
     if (credits === undefined) {
       const current = await findUserById(this.db, user.id);
       if (!current) throw notFound('User');
@@ -537,6 +548,7 @@ export class TenancyService {
     const [fromAccount, toAccount] = sides.map(sideAccount);
     if (fromAccount !== toAccount) throw badField('to', 'Credits move only between balances of one account');
     const moved = await transferCredits(this.db, from, to, input.amount, auth.userId);
+    for (const holder of [from, to]) if ('user' in holder) this.ctx.auth.cache.invalidateUser(holder.user); // credits of GET /me
     if (!moved) throw badField('amount', `The source balance is smaller than ${input.amount}`);
     return { refId: moved.refId, amount: input.amount, from: { ...from, credits: moved.from }, to: { ...to, credits: moved.to } };
   }
@@ -565,6 +577,7 @@ export class TenancyService {
     const { institution, user } = await this.loadMembershipTarget(auth, input.user, input.institution, input.role);
     const before = await findMembership(this.db, user.id, institution.id);
     const { created } = await this.db.transaction((tx) => repo.upsertMembership(tx, user.id, institution.id, input.role));
+    this.ctx.auth.cache.invalidateUser(user.id);
     const message = created ? 'Enrolled' : before?.role === input.role ? 'Unchanged' : 'Role changed';
     return { created, message, data: { user: user.id, institution: institution.id, role: input.role, created } };
   }
@@ -576,6 +589,7 @@ export class TenancyService {
       if (gone) await repo.clearCurrentInstitution(tx, user.id, institution.id);
       return gone;
     });
+    this.ctx.auth.cache.invalidateUser(user.id);
     if (!removed) throw notFound('Membership');
   }
 }

@@ -1,0 +1,368 @@
+/**
+ * The benchmark suite (`npm run bench`; not part of `npm test`).
+ *
+ * Starts the server in its own process on a fresh data directory (with DATABASE_URL set, on that
+ * PostgreSQL instead of PGlite), a bare Fastify route in another process as the ceiling, seeds what
+ * each scenario needs through the API, and drives load from this process with autocannon. Load
+ * scenarios run in interleaved rounds (bare, then each scenario, repeated) and report medians, so a
+ * busy machine slows all of them alike: the ratios to the bare route measured in the same run are
+ * what counts. Scenarios whose route does not exist (yet) are skipped with the reason, found by
+ * probing /openapi.json. Prints a table, then the JSON of every figure.
+ *
+ *   npm run bench -- [--seconds 5] [--rounds 3] [--connections 10] [--corpus-mb 10]
+ *                    [--only me,ingest,...] [--skip startup,index,...] [--full]
+ *
+ * `--full` adds search-content at 100k chunks (a long ingestion). Scenario names: bare, me, healthz,
+ * memory, branding, search, qanda, ingest (p99 of /healthz and /me during a 10 MB ingestion), index
+ * (the indexing stage through bench/ingest.ts), startup.
+ */
+import autocannon from 'autocannon';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startOpenAiStub } from '../test/support/openai-stub.js';
+import { corpus } from './corpus.js';
+import {
+  api,
+  freePort,
+  median,
+  operations,
+  percentile,
+  runProcess,
+  seedWorld,
+  startProcess,
+  startServer,
+  stopProcess,
+  uploadThroughApi,
+  waitForUrl,
+  waitUntilIngested,
+  type BenchWorld,
+} from './support.js';
+
+const { values: opts } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '3' },
+    connections: { type: 'string', default: '10' },
+    'corpus-mb': { type: 'string', default: '10' },
+    only: { type: 'string' },
+    skip: { type: 'string' },
+    full: { type: 'boolean', default: false },
+  },
+});
+const seconds = Number(opts.seconds);
+const rounds = Number(opts.rounds);
+const connections = Number(opts.connections);
+const corpusMb = Number(opts['corpus-mb']);
+const only = opts.only ? new Set(opts.only.split(',')) : undefined;
+const skipped = new Set((opts.skip ?? '').split(',').filter(Boolean));
+const wanted = (name: string) => (!only || only.has(name)) && !skipped.has(name);
+
+interface Row {
+  scenario: string;
+  metric: string;
+  value: number | null;
+  unit: string;
+  target?: string;
+  met?: boolean;
+  note?: string;
+}
+const rows: Row[] = [];
+const record = (row: Row) => {
+  rows.push(row);
+  const v = row.value === null ? '—' : Number.isInteger(row.value) ? String(row.value) : row.value.toFixed(row.value < 10 ? 3 : 1);
+  console.log(`  ${row.scenario}: ${row.metric} = ${v} ${row.unit}${row.target ? ` (target ${row.target}: ${row.met ? 'met' : 'NOT met'})` : ''}${row.note ? ` — ${row.note}` : ''}`);
+};
+const skip = (scenario: string, reason: string) => record({ scenario, metric: 'skipped', value: null, unit: '', note: reason });
+
+type Load = { reqPerSec: number; p50: number; p95: number; p99: number; non2xx: number; errors: number };
+
+async function load(url: string, options: Partial<autocannon.Options> = {}): Promise<Load> {
+  const r = await autocannon({ url, connections, duration: seconds, ...options });
+  return { reqPerSec: r.requests.average, p50: r.latency.p50, p95: r.latency.p97_5, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
+}
+
+const dataDir = mkdtempSync(join(tmpdir(), 'twin-bench-'));
+const appPort = await freePort();
+const barePort = await freePort();
+const base = `http://127.0.0.1:${appPort}`;
+const bareUrl = `http://127.0.0.1:${barePort}/hello`;
+const admin = { email: `bench-admin-${Date.now()}@example.com`, password: 'bench-admin-password' };
+const stub = await startOpenAiStub();
+const appEnv: Record<string, string> = {
+  DATA_DIR: dataDir,
+  PORT: String(appPort),
+  HOST: '127.0.0.1',
+  NODE_ENV: 'production',
+  JWT_SECRET: 'bench-jwt-secret-bench-jwt-secret-0123456789',
+  ENCRYPTION_KEY: 'bench-encryption-key-bench-encryption-key-01',
+  LOG_LEVEL: 'warn',
+  LOGIN_RATE_LIMIT_PER_IP: '100000',
+  LOGIN_RATE_LIMIT_PER_EMAIL: '100000',
+  SEARCH_RATE_LIMIT_PER_MINUTE: '100000',
+  UPLOAD_RATE_LIMIT_PER_MINUTE: '100000',
+  UPLOAD_MAX_BYTES: String(Math.max(26_214_400, Math.ceil(corpusMb * 1.1 * 1024 * 1024))),
+  LLM_PROVIDER: 'openai-compatible',
+  LLM_BASE_URL: stub.baseUrl,
+  LLM_MODEL: 'bench-model',
+  ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}),
+};
+const database = process.env.DATABASE_URL ? 'postgres (DATABASE_URL)' : process.env.PGLITE_WORKER === 'false' ? 'pglite (main thread)' : 'pglite (worker thread)';
+if (process.env.PGLITE_WORKER) appEnv.PGLITE_WORKER = process.env.PGLITE_WORKER;
+
+console.log(`bench: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}, database ${database}`);
+console.log(`       ${rounds} rounds × ${seconds} s, ${connections} connections, corpus ${corpusMb} MB, ${new Date().toISOString()}`);
+
+let app: Awaited<ReturnType<typeof startServer>> | undefined;
+let bare: Awaited<ReturnType<typeof startServer>> | undefined;
+try {
+  await runProcess(['src/cli.ts', 'create-admin', '--email', admin.email, '--password', admin.password], appEnv);
+  app = await startServer(['src/cli.ts', 'serve'], appEnv, `${base}/healthz`);
+  bare = await startServer(['bench/bare-server.ts'], { PORT: String(barePort) }, bareUrl);
+  const world = await seedWorld(base, admin);
+  const ops = await operations(base);
+  const has = (op: string) => ops.has(op);
+  const auth = (w: BenchWorld) => ({ authorization: `Bearer ${w.userToken}` });
+
+  // ───── request-rate scenarios, interleaved rounds ─────
+  type Scenario = { name: string; url: string; options?: Partial<autocannon.Options>; target?: { ratio: number } };
+  const scenarios: Scenario[] = [];
+  if (wanted('me')) scenarios.push({ name: 'GET /api/user/me', url: `${base}/api/user/me`, options: { headers: auth(world) }, target: { ratio: 0.5 } });
+  if (wanted('healthz')) scenarios.push({ name: 'GET /healthz', url: `${base}/healthz` });
+  if (wanted('memory')) {
+    if (!has('GET /api/user/memory')) skip('GET /api/user/memory', 'route does not exist on this build (probed /openapi.json)');
+    else {
+      const seeded = await seedMemory(world);
+      scenarios.push({ name: `GET /api/user/memory (${seeded} rows)`, url: `${base}/api/user/memory`, options: { headers: auth(world) }, target: { ratio: 0.4 } });
+    }
+  }
+  if (wanted('branding')) {
+    if (!has('POST /api/agent/branding')) skip('POST /api/agent/branding', 'route does not exist on this build (probed /openapi.json)');
+    else
+      scenarios.push({
+        name: 'POST /api/agent/branding',
+        url: `${base}/api/agent/branding`,
+        options: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
+        target: { ratio: 0.8 },
+      });
+  }
+  const samples = new Map<string, Load[]>();
+  if (scenarios.length > 0 || wanted('bare')) {
+    console.log('warming up');
+    await load(bareUrl, { duration: 2 });
+    for (const s of scenarios) await load(s.url, { ...s.options, duration: 2 });
+    for (let round = 1; round <= rounds; round++) {
+      console.log(`round ${round}/${rounds}`);
+      for (const s of [{ name: 'bare Fastify GET /hello', url: bareUrl } as Scenario, ...scenarios]) {
+        const r = await load(s.url, s.options);
+        if (r.non2xx > 0 || r.errors > 0) throw new Error(`${s.name}: ${r.non2xx} non-2xx, ${r.errors} errors`);
+        samples.set(s.name, [...(samples.get(s.name) ?? []), r]);
+      }
+    }
+    const bareRps = median(samples.get('bare Fastify GET /hello')!.map((r) => r.reqPerSec));
+    record({ scenario: 'bare Fastify GET /hello', metric: 'req/s', value: Math.round(bareRps), unit: 'req/s', note: 'the ceiling (reference)' });
+    for (const s of scenarios) {
+      const list = samples.get(s.name)!;
+      const rps = median(list.map((r) => r.reqPerSec));
+      const ratio = rps / bareRps;
+      record({ scenario: s.name, metric: 'req/s', value: Math.round(rps), unit: 'req/s', note: `p50 ${median(list.map((r) => r.p50))} ms, p99 ${median(list.map((r) => r.p99))} ms` });
+      record({
+        scenario: s.name,
+        metric: 'ratio to bare',
+        value: ratio,
+        unit: '',
+        ...(s.target ? { target: `≥ ${s.target.ratio}`, met: ratio >= s.target.ratio } : {}),
+      });
+    }
+  }
+
+  // ───── search-content at 10k (and 100k with --full) chunks in scope ─────
+  if (wanted('search')) {
+    if (!has('POST /api/user/files/search-content')) skip('POST /api/user/files/search-content', 'route does not exist on this build (probed /openapi.json)');
+    else {
+      for (const target of opts.full ? [10_000, 100_000] : [10_000]) {
+        const chunks = await ingestUntil(world, target);
+        const r = await load(`${base}/api/user/files/search-content`, {
+          method: 'POST',
+          headers: { ...auth(world), 'content-type': 'application/json' },
+          body: JSON.stringify({ query: 'boundary layer pressure distribution on a supersonic wing', limit: 10 }),
+          connections: 4,
+        });
+        if (r.non2xx > 0 || r.errors > 0) throw new Error(`search-content: ${r.non2xx} non-2xx, ${r.errors} errors`);
+        record({ scenario: `search-content, ${chunks} chunks in scope`, metric: 'p95 (p97.5)', value: r.p95, unit: 'ms', target: '≤ 30 ms', met: r.p95 <= 30, note: `p50 ${r.p50} ms, ${Math.round(r.reqPerSec)} req/s, 4 connections` });
+      }
+      if (!opts.full) skip('search-content, 100k chunks', 'needs --full (ingests 100k chunks first)');
+    }
+  }
+
+  // ───── Q&A overhead over a zero-latency OpenAI-wire stub ─────
+  if (wanted('qanda')) {
+    if (!has('POST /api/ai/personal/qanda')) skip('POST /api/ai/personal/qanda', 'route does not exist on this build (probed /openapi.json)');
+    else {
+      const stubDirect = await load(`${stub.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'What is a boundary layer?' }] }),
+        connections: 1,
+      });
+      for (const [label, ragIgnore, limit] of [
+        ['without retrieval', true, 15],
+        ['with retrieval', false, 40],
+      ] as const) {
+        const body = JSON.stringify({
+          id: Date.now(),
+          inputs: ['What is a boundary layer?'],
+          outputs: [],
+          requestArgs: { userISODate: new Date().toISOString(), userTimezone: 'UTC', institutionPublicId: world.publicId, ragIgnore, ragOnly: false },
+        });
+        const r = await load(`${base}/api/ai/personal/qanda`, { method: 'POST', headers: { ...auth(world), 'content-type': 'application/json' }, body, connections: 1 });
+        if (r.non2xx > 0 || r.errors > 0) throw new Error(`qanda ${label}: ${r.non2xx} non-2xx, ${r.errors} errors`);
+        const overhead = r.p50 - stubDirect.p50;
+        record({ scenario: `Q&A ${label}`, metric: 'overhead p50', value: overhead, unit: 'ms', target: `≤ ${limit} ms`, met: overhead <= limit, note: `p50 ${r.p50} ms − stub p50 ${stubDirect.p50} ms; not streamed` });
+      }
+      skip('Q&A streamed over Socket.IO', 'not measured yet: add a socket.io-client run once the stream contract is on main');
+    }
+  }
+
+  // ───── p99 of /healthz and /me while a corpus ingests ─────
+  if (wanted('ingest')) {
+    const text = Buffer.from(corpus(corpusMb * 1024 * 1024));
+    // steady, modest load (not saturation): what a user would feel while someone uploads a big file
+    // every response with the time its request started, to split latencies by ingestion stage
+    const during = (url: string, headers: Record<string, string> = {}) => {
+      let finish!: (r: autocannon.Result) => void;
+      let fail!: (e: unknown) => void;
+      const done = new Promise<autocannon.Result>((resolve, reject) => ((finish = resolve), (fail = reject)));
+      const samples: Array<{ at: number; ms: number }> = [];
+      const instance = autocannon({ url, connections: 2, overallRate: 100, duration: 3600, headers }, (err, result) => (err ? fail(err) : finish(result)));
+      instance.on('response', (_c, _status, _bytes, ms) => samples.push({ at: performance.now() - ms, ms }));
+      return { stop: () => instance.stop(), done, samples };
+    };
+    const started = performance.now();
+    const upload = await uploadThroughApi(base, world.userToken, 'corpus.txt', text);
+    const healthz = during(`${base}/healthz`);
+    const me = during(`${base}/api/user/me`, auth(world));
+    console.log(`  ingesting ${text.length >> 20} MB while /healthz and /me are loaded at 100 req/s each`);
+    // the stage as the API reports it, polled: which part of the pipeline a slow request fell into
+    const stages: Array<{ at: number; stage: string }> = [];
+    let file: Record<string, any>;
+    for (;;) {
+      file = (await api(base, 'GET', `/api/user/files/${upload._id}`, { token: world.userToken })).data;
+      if (stages.at(-1)?.stage !== file.stage) stages.push({ at: performance.now(), stage: file.stage });
+      if (file.status !== 'processing') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const ingestSeconds = (performance.now() - started) / 1000;
+    healthz.stop();
+    me.stop();
+    const [h, m] = await Promise.all([healthz.done, me.done]);
+    if (file.status !== 'active') throw new Error(`ingestion ended ${file.status}: ${JSON.stringify(file).slice(0, 500)}`);
+    const chunkCount = Number(file.chunkCount ?? 0);
+    const stageAt = (at: number) => {
+      let current = stages[0]?.stage ?? 'queued';
+      for (const s of stages) if (s.at <= at) current = s.stage;
+      return current;
+    };
+    for (const [name, r, load] of [
+      ['GET /healthz', h, healthz],
+      ['GET /api/user/me', m, me],
+    ] as const) {
+      record({
+        scenario: `${name} during a ${text.length >> 20} MB ingestion`,
+        metric: 'p99',
+        value: r.latency.p99,
+        unit: 'ms',
+        target: '≤ 50 ms',
+        met: r.latency.p99 <= 50,
+        // errors: requests cut off by stop() at the end, or timeouts (10 s): shown, not hidden
+        note: `p50 ${r.latency.p50} ms, max ${r.latency.max} ms, ${r.requests.total} requests at 100/s, ${r.non2xx} non-2xx, ${r.errors} errors (${r.timeouts} timeouts)`,
+      });
+      const byStage = new Map<string, number[]>();
+      for (const s of load.samples) byStage.set(stageAt(s.at), [...(byStage.get(stageAt(s.at)) ?? []), s.ms]);
+      for (const [stage, list] of byStage) {
+        record({ scenario: `${name} during ingestion, stage ${stage}`, metric: 'p99', value: percentile(list, 99), unit: 'ms', note: `max ${percentile(list, 100)} ms, ${list.length} requests` });
+      }
+    }
+    record({ scenario: 'ingestion stages (as polled through the API)', metric: 'timeline', value: null, unit: '', note: stages.map((s) => `${s.stage} +${((s.at - started) / 1000).toFixed(1)} s`).join(', ') });
+    record({ scenario: `ingestion end to end (${text.length >> 20} MB through the API)`, metric: 'chunks/s', value: chunkCount / ingestSeconds, unit: 'chunks/s', note: `${chunkCount} chunks in ${ingestSeconds.toFixed(1)} s (upload, extract, chunk, embed, index)` });
+  }
+
+  // ───── start-up on an existing data directory ─────
+  if (wanted('startup')) {
+    await stopProcess(app);
+    app = undefined;
+    const times: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      const started = performance.now();
+      const run = await startProcess(['src/cli.ts', 'serve'], { ...appEnv, PORT: String(port), LOG_LEVEL: 'info' }, /server ready/);
+      await waitForUrl(`http://127.0.0.1:${port}/healthz`);
+      times.push(performance.now() - started);
+      await stopProcess(run.child);
+    }
+    // the same measurement for the bare Fastify process (node + tsx + fastify, nothing else): the floor on this machine now
+    const bareTimes: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      const started = performance.now();
+      const child = await startServer(['bench/bare-server.ts'], { PORT: String(port) }, `http://127.0.0.1:${port}/hello`);
+      bareTimes.push(performance.now() - started);
+      await stopProcess(child);
+    }
+    const ms = median(times);
+    const bareMs = median(bareTimes);
+    record({ scenario: 'start-up on an existing data directory', metric: 'spawn → /healthz 200 (median of 3)', value: Math.round(ms), unit: 'ms', target: '≤ 1500 ms', met: ms <= 1500, note: `runs ${times.map((t) => t.toFixed(0)).join(', ')} ms` });
+    record({ scenario: 'start-up of the bare Fastify process (floor)', metric: 'spawn → 200 (median of 3)', value: Math.round(bareMs), unit: 'ms', note: `app / bare = ${(ms / bareMs).toFixed(2)}` });
+  }
+
+  // ───── the indexing stage (everything but the model), through bench/ingest.ts ─────
+  if (wanted('index')) {
+    if (process.env.DATABASE_URL) skip('indexing stage', 'bench/ingest.ts measures the embedded database only');
+    else {
+      const out = await runProcess(['bench/ingest.ts', String(corpusMb), '10'], {});
+      const chunks = Number(/text corpus [\d.]+ MB: (\d+) chunks/.exec(out)?.[1]);
+      const stages = JSON.parse(/stages \(ms\): (\{[^\n]*\})/.exec(out)?.[1] ?? '{}') as Record<string, number>;
+      const indexMs = stages.index ?? Number.NaN;
+      const rate = chunks / (indexMs / 1000);
+      record({ scenario: `ingestion indexing stage (${corpusMb} MB, embedded database)`, metric: 'chunks/s', value: rate, unit: 'chunks/s', target: '≥ 1000', met: rate >= 1000, note: `${chunks} chunks, index ${indexMs} ms; embed (local model) ${stages.embed} ms = ${(chunks / ((stages.embed ?? 1) / 1000)).toFixed(0)} chunks/s` });
+    }
+  }
+} finally {
+  if (app) await stopProcess(app);
+  if (bare) await stopProcess(bare);
+  await stub.close();
+  rmSync(dataDir, { recursive: true, force: true });
+}
+
+console.log('\n| scenario | metric | value | target | met |\n|---|---|---|---|---|');
+for (const r of rows) {
+  const v = r.value === null ? '—' : Number.isInteger(r.value) ? String(r.value) : r.value.toFixed(r.value < 10 ? 3 : 1);
+  console.log(`| ${r.scenario} | ${r.metric} | ${v}${r.unit && r.value !== null ? ` ${r.unit}` : ''} | ${r.target ?? ''} | ${r.target ? (r.met ? 'yes' : 'no') : ''} |${r.note ? ` ${r.note}` : ''}`);
+}
+console.log(`\nJSON ${JSON.stringify({ date: new Date().toISOString(), cores: cpus().length, memoryGiB: +(totalmem() / 2 ** 30).toFixed(1), database, seconds, rounds, connections, rows })}`);
+
+/** Memory rows for the memory scenario: through the module's own write route if it has one. */
+async function seedMemory(w: BenchWorld): Promise<number> {
+  const ops = await operations(base);
+  if (ops.has('POST /api/user/memory')) {
+    for (let i = 0; i < 20; i++) {
+      await api(base, 'POST', '/api/user/memory', { token: w.userToken, body: { key: `bench_key_${i}`, value: `value ${i}`, namespace: 'bench' }, expect: [200, 201, 400] });
+    }
+  }
+  const listed = await api(base, 'GET', '/api/user/memory', { token: w.userToken });
+  return Array.isArray(listed?.data) ? listed.data.length : 0;
+}
+
+/** Uploads corpus files into the user's scope until at least `target` chunks exist; returns the count. */
+async function ingestUntil(w: BenchWorld, target: number): Promise<number> {
+  let total = 0;
+  let n = 0;
+  while (total < target) {
+    const text = Buffer.from(corpus(10 * 1024 * 1024).replace(/Section/g, `Part ${n}`));
+    const file = await uploadThroughApi(base, w.userToken, `search-corpus-${n++}.txt`, text);
+    const done = await waitUntilIngested(base, w.userToken, file._id);
+    total += Number(done.chunkCount ?? done.chunk_count ?? 0);
+  }
+  return total;
+}

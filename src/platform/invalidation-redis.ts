@@ -1,0 +1,101 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { InvalidationChannel } from './invalidation-channel.js';
+
+interface Envelope<E> {
+  /** The publishing node, so that it does not apply its own event twice. */
+  origin: string;
+  event: E;
+}
+
+export interface RedisChannelOptions<E> {
+  url: string;
+  /** Pub/sub channel name. */
+  channel: string;
+  /**
+   * Delivered locally whenever this node may have missed events (the subscription dropped and came
+   * back): subscribers drop everything, since they cannot know what changed meanwhile.
+   */
+  resetEvent: E;
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * Invalidation across nodes over Redis pub/sub. Local subscribers are called synchronously on
+ * `publish` (this node's write takes effect at once); the event also goes to Redis, and every other
+ * node's subscriber connection delivers it to its own subscribers. Pub/sub does not queue messages
+ * for a disconnected subscriber, so a reconnect is treated as a gap: `resetEvent` is delivered.
+ */
+export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
+  private readonly origin = randomUUID();
+  private readonly handlers = new Set<(event: E) => void>();
+  private readonly pub: Redis;
+  private readonly sub: Redis;
+  private subscribedOnce = false;
+  private closed = false;
+
+  private constructor(private readonly options: RedisChannelOptions<E>) {
+    const common = { lazyConnect: true, maxRetriesPerRequest: 2, enableOfflineQueue: true } as const;
+    this.pub = new Redis(options.url, common);
+    this.sub = new Redis(options.url, common);
+    const onError = options.onError ?? (() => undefined);
+    this.pub.on('error', onError);
+    this.sub.on('error', onError);
+    this.sub.on('message', (channel: string, text: string) => {
+      if (channel !== options.channel) return;
+      let envelope: Envelope<E>;
+      try {
+        envelope = JSON.parse(text) as Envelope<E>;
+      } catch {
+        this.deliver(options.resetEvent);
+        return;
+      }
+      if (envelope.origin !== this.origin) this.deliver(envelope.event);
+    });
+    // ioredis re-subscribes by itself after a reconnect; whatever was published meanwhile is lost.
+    this.sub.on('ready', () => {
+      if (this.subscribedOnce && !this.closed) this.deliver(options.resetEvent);
+    });
+    this.sub.on('close', () => {
+      if (this.subscribedOnce && !this.closed) this.deliver(options.resetEvent);
+    });
+  }
+
+  /** Connects both connections and subscribes; fails if Redis cannot be reached. */
+  static async connect<E>(options: RedisChannelOptions<E>): Promise<RedisInvalidationChannel<E>> {
+    const channel = new RedisInvalidationChannel(options);
+    try {
+      await Promise.all([channel.pub.connect(), channel.sub.connect()]);
+      await channel.sub.subscribe(options.channel);
+      channel.subscribedOnce = true;
+    } catch (err) {
+      await channel.close();
+      throw err;
+    }
+    return channel;
+  }
+
+  publish(event: E): void {
+    this.deliver(event);
+    const envelope: Envelope<E> = { origin: this.origin, event };
+    this.pub.publish(this.options.channel, JSON.stringify(envelope)).catch((err: unknown) => this.options.onError?.(err));
+  }
+
+  subscribe(handler: (event: E) => void): () => void {
+    this.handlers.add(handler);
+    return () => void this.handlers.delete(handler);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.handlers.clear();
+    await Promise.allSettled([this.pub.quit(), this.sub.quit()]);
+    this.pub.disconnect();
+    this.sub.disconnect();
+  }
+
+  private deliver(event: E): void {
+    for (const handler of this.handlers) handler(event);
+  }
+}

@@ -1,0 +1,92 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RedisInvalidationChannel } from '../src/platform/invalidation-redis.js';
+import type { AuthInvalidation } from '../src/modules/identity/auth-cache.js';
+import { bearer, login, makeAccount, makeUser, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
+import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
+
+// Without redis-server the suite is skipped with this reason, except in CI (.ci/run installs it).
+const skip = !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
+
+/** Polls until `check` holds: delivery between nodes goes over the network, not synchronously. */
+async function eventually(check: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within 5 s: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('auth invalidation over Redis pub/sub (a real redis-server on 127.0.0.1)', { skip }, () => {
+  let redis: RedisServer;
+  let a: TestApp;
+  let b: TestApp;
+
+  before(async () => {
+    redis = await startRedis();
+    // two nodes on one database, each with its own Redis connections (REDIS_URL), as two processes would be
+    const database = await openTestDatabase();
+    a = await startTestApp({ database, env: { REDIS_URL: redis.url } });
+    b = await startTestApp({ database, env: { REDIS_URL: redis.url } });
+  });
+  after(async () => {
+    await b?.close();
+    await a?.close();
+    await a?.database.close();
+    await redis?.stop();
+  });
+
+  test('a logout on node A ends the session cached on node B; a password change ends the others', async () => {
+    const account = await makeAccount(a.database);
+    const user = await makeUser(a.database, { accountId: account.id });
+    const s1 = await login(a.app, user.email);
+    const s2 = await login(a.app, user.email);
+    const onB = (token: string) => b.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(token) });
+    for (const s of [s1, s2]) {
+      assert.equal((await onB(s.accessToken)).statusCode, 200);
+      const hits = b.app.ctx.auth.cache.snapshotStats().hits;
+      assert.equal((await onB(s.accessToken)).statusCode, 200);
+      assert.equal(b.app.ctx.auth.cache.snapshotStats().hits, hits + 1, 'cached on B');
+    }
+    assert.equal((await a.app.inject({ method: 'POST', url: '/api/auth/logout', headers: bearer(s1.accessToken) })).statusCode, 200);
+    await eventually(async () => (await onB(s1.accessToken)).statusCode === 401, 'B refuses the logged-out session');
+    assert.equal((await onB(s2.accessToken)).statusCode, 200, 'the other session is untouched');
+
+    const s3 = await login(a.app, user.email);
+    const change = await a.app.inject({
+      method: 'PATCH',
+      url: '/api/user/me',
+      headers: bearer(s3.accessToken),
+      payload: { currentPassword: user.password, password: 'another strong password' },
+    });
+    assert.equal(change.statusCode, 200);
+    await eventually(async () => (await onB(s2.accessToken)).statusCode === 401, 'B refuses the session ended by the password change');
+  });
+
+  test('a node does not apply its own event twice, and a reconnect drops everything', async () => {
+    const got: AuthInvalidation[] = [];
+    const x = await RedisInvalidationChannel.connect<AuthInvalidation>({ url: redis.url, channel: 'test-channel', resetEvent: { kind: 'all' } });
+    const y = await RedisInvalidationChannel.connect<AuthInvalidation>({ url: redis.url, channel: 'test-channel', resetEvent: { kind: 'all' } });
+    const fromY: AuthInvalidation[] = [];
+    try {
+      x.subscribe((e) => got.push(e));
+      y.subscribe((e) => fromY.push(e));
+      x.publish({ kind: 'user', id: 'u1' });
+      assert.deepEqual(got, [{ kind: 'user', id: 'u1' }], 'delivered locally before publish returns');
+      await eventually(async () => fromY.length === 1, 'y receives the event');
+      assert.deepEqual(fromY, [{ kind: 'user', id: 'u1' }]);
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(got.length, 1, 'x did not receive its own event back');
+
+      // kill y's subscriber connection from the server side: y cannot know what it missed
+      const { Redis } = await import('ioredis');
+      const admin = new Redis(redis.url);
+      await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+      await admin.quit();
+      await eventually(async () => fromY.some((e) => e.kind === 'all'), 'y drops everything after losing its subscription');
+    } finally {
+      await x.close();
+      await y.close();
+    }
+  });
+});
