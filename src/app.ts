@@ -32,7 +32,7 @@ import { brandingRoutes } from './modules/branding/branding.routes.js';
 import { cloudRoutes } from './modules/cloud/cloud.routes.js';
 import { ssoRoutes } from './modules/sso/sso.routes.js';
 import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
-import { LocalInvalidationBus } from './platform/invalidation.js';
+import { CACHE_RESET, ChannelInvalidationBus, type CacheInvalidation } from './platform/invalidation.js';
 import { searchRoutes } from './modules/search/search.routes.js';
 import { conversationRoutes } from './modules/conversation/conversation.routes.js';
 import { RealtimeGateway } from './modules/realtime/gateway.js';
@@ -59,6 +59,8 @@ export interface BuildAppOptions {
    * given here is not closed with the app.
    */
   invalidationChannel?: InvalidationChannel<AuthInvalidation>;
+  /** The same for the topics of the other caches (branding, memory): platform/invalidation.ts. */
+  cacheInvalidationChannel?: InvalidationChannel<CacheInvalidation>;
   /** The embedded database's worker, started before the app's modules loaded (cli serve). */
   early?: EarlyPglite;
   /**
@@ -96,8 +98,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const ownsDatabase = !options.database;
-  let onIdleError: (err: Error) => void = () => undefined;
-  const database = options.database ?? (await openDatabase({ ...databaseOptionsFor(config), early: options.early, onIdleError: (err) => onIdleError(err) }));
+  let onConnectionError: (err: Error) => void = () => undefined;
+  const database = options.database ?? (await openDatabase({ ...databaseOptionsFor(config), early: options.early, onConnectionError: (err) => onConnectionError(err) }));
   if (!options.skipMigrations) await database.migrate();
 
   const app = Fastify({
@@ -124,7 +126,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     // malformed request line) still answer with the contract's body.
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
-  onIdleError = (err) => app.log.warn({ err }, 'an idle database connection failed; the pool opens a new one');
+  onConnectionError = (err) => app.log.warn({ err }, 'a database connection failed (idle, or inside a transaction); the pool opens a new one');
 
   if (options.onRoute) {
     const onRoute = options.onRoute;
@@ -158,7 +160,12 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   });
 
   const ownsChannel = !options.invalidationChannel;
-  const channel = options.invalidationChannel ?? (await invalidationChannelFor(config, app));
+  const channel =
+    options.invalidationChannel ?? (await invalidationChannelFor<AuthInvalidation>(config, app, 'twin:auth-invalidation', { kind: 'all' }));
+  const ownsCacheChannel = !options.cacheInvalidationChannel;
+  const cacheChannel =
+    options.cacheInvalidationChannel ?? (await invalidationChannelFor<CacheInvalidation>(config, app, 'twin:cache-invalidation', CACHE_RESET));
+  const invalidation = new ChannelInvalidationBus(cacheChannel);
   const ctx: AppContext = {
     config,
     database,
@@ -172,7 +179,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     log: app.log,
     // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
     providers: lazyProviders(config, database, app, options.providers ?? {}),
-    invalidation: new LocalInvalidationBus(),
+    invalidation,
   };
   app.decorate('ctx', ctx);
   app.decorateRequest('auth', null);
@@ -261,6 +268,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   app.addHook('onClose', async () => {
     ctx.auth.cache.close();
     if (ownsChannel) await channel.close();
+    invalidation.close();
+    if (ownsCacheChannel) await cacheChannel.close();
     await ctx.auth.activity.flush();
     if (ownsDatabase) await database.close();
   });
@@ -268,14 +277,14 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
 }
 
 /** Redis pub/sub when REDIS_URL is set (imported only then: start-up time), else this process only. */
-async function invalidationChannelFor(config: AppConfig, app: App): Promise<InvalidationChannel<AuthInvalidation>> {
-  if (!config.redisUrl) return new InProcessChannel<AuthInvalidation>();
+async function invalidationChannelFor<E>(config: AppConfig, app: App, name: string, resetEvent: E): Promise<InvalidationChannel<E>> {
+  if (!config.redisUrl) return new InProcessChannel<E>();
   const { RedisInvalidationChannel } = await import('./platform/invalidation-redis.js');
-  return RedisInvalidationChannel.connect<AuthInvalidation>({
+  return RedisInvalidationChannel.connect<E>({
     url: config.redisUrl,
-    channel: 'twin:auth-invalidation',
-    resetEvent: { kind: 'all' },
-    onError: (err) => app.log.warn({ err }, 'auth invalidation channel (Redis) error; entries are dropped on reconnect'),
+    channel: name,
+    resetEvent,
+    onError: (err) => app.log.warn({ err, channel: name }, 'invalidation channel (Redis) error; caches are dropped on reconnect'),
   });
 }
 

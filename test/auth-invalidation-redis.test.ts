@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RedisInvalidationChannel } from '../src/platform/invalidation-redis.js';
 import type { AuthInvalidation } from '../src/modules/identity/auth-cache.js';
-import { bearer, login, makeAccount, makeUser, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
+import { bearer, login, makeAccount, makeInstitution, makeUser, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
 import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
 
 // Without redis-server the suite is skipped with this reason, except in CI (.ci/run installs it).
@@ -61,6 +61,18 @@ describe('auth invalidation over Redis pub/sub (a real redis-server on 127.0.0.1
     });
     assert.equal(change.statusCode, 200);
     await eventually(async () => (await onB(s2.accessToken)).statusCode === 401, 'B refuses the session ended by the password change');
+  });
+
+  test('the other caches ride the same kind of channel: a branding change on node A is seen on node B', async () => {
+    const account = await makeAccount(a.database);
+    const admin = await makeUser(a.database, { accountId: account.id, role: 'accountadmin' });
+    const inst = await makeInstitution(a.database, account.id, { ainame: 'Before' });
+    const onB = () => b.app.inject({ method: 'POST', url: '/api/agent/branding', payload: { publicId: inst.publicId } });
+    assert.equal((await onB()).json().ainame, 'Before'); // now cached on B
+    const token = (await login(a.app, admin.email)).accessToken;
+    const patched = await a.app.inject({ method: 'PATCH', url: `/api/admin/institution/${inst.id}`, headers: bearer(token), payload: { ainame: 'After' } });
+    assert.equal(patched.statusCode, 200, patched.body);
+    await eventually(async () => (await onB()).json().ainame === 'After', 'B drops its cached branding');
   });
 
   test('a node does not apply its own event twice, and a reconnect drops everything', async () => {

@@ -225,6 +225,39 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     }
   });
 
+  test('a socket lives no longer than its session: logout closes it with SESSION_ENDED; other sessions and routine invalidations leave sockets alone', async () => {
+    const ending = await login(t.app, w.userA1.email);
+    const staying = await login(t.app, w.userA1.email);
+    const endingSocket = await openSocket(ending.accessToken);
+    const stayingSocket = await openSocket(staying.accessToken);
+    const closed = new Promise<{ ended: { message: string }; reason: string }>((resolve) => {
+      let ended: { message: string } | undefined;
+      endingSocket.once('SESSION_ENDED', (e: { message: string }) => (ended = e));
+      endingSocket.once('disconnect', (reason) => resolve({ ended: ended!, reason }));
+    });
+    let stayingDropped = false;
+    stayingSocket.once('disconnect', () => (stayingDropped = true));
+
+    // a paid answer invalidates the user's cached row (credits of GET /me): the sockets are checked again and stay
+    stub.setChatHandler(() => 'still connected');
+    const paid = await ask(ending.accessToken, { inputs: ['hello'], requestArgs: { socketId: endingSocket.id } });
+    assert.equal(paid.statusCode, 200, paid.body);
+    assert.equal((await historyRow(paid.json().historyId))!.streamed, true);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(endingSocket.connected, true);
+
+    const out = await t.app.inject({ method: 'POST', url: '/api/auth/logout', headers: bearer(ending.accessToken) });
+    assert.equal(out.statusCode, 200, out.body);
+    const { ended, reason } = await closed;
+    assert.equal(ended.message, 'Session has ended');
+    assert.equal(reason, 'io server disconnect');
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(stayingDropped, false);
+    assert.equal(stayingSocket.connected, true);
+    // the ended session's token cannot open a new one
+    await assert.rejects(openSocket(ending.accessToken), /UNAUTHENTICATED/);
+  });
+
   test('a socket that disconnects mid-answer: streamingFailed with streamingError, and the full output', async () => {
     stub.setChatHandler(() => ({ content: Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ') }));
     stub.streamChunkDelayMs(15);

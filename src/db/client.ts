@@ -46,13 +46,41 @@ export interface DatabaseOptions {
   pgliteWorker?: boolean;
   /** The embedded database's worker, already starting (server start-up: see early.ts). */
   early?: EarlyPglite;
-  /** PostgreSQL: an idle connection of the pool failed (e.g. the server dropped it); the pool replaces it. */
-  onIdleError?: (err: Error) => void;
+  /** PostgreSQL: a connection of the pool failed while idle or inside a transaction (e.g. the server dropped it); the pool replaces it. */
+  onConnectionError?: (err: Error) => void;
 }
 
 /** Where the configuration puts the database: PostgreSQL when DATABASE_URL is set, else PGlite in DATA_DIR/pgdata. */
 export function databaseOptionsFor(config: { databaseUrl?: string; dataDir: string; pgliteWorker?: boolean }): DatabaseOptions {
   return config.databaseUrl ? { databaseUrl: config.databaseUrl } : { pgliteDataDir: `${config.dataDir}/pgdata`, pgliteWorker: config.pgliteWorker };
+}
+
+/**
+ * drizzle-orm's node-postgres `transaction()` checks a client out of the pool and sends `begin` before
+ * its try/finally: when `begin` fails (the connection dropped as the transaction started) the client is
+ * never released, and `pool.end()` then waits for it for ever (graceful shutdown hangs). Here the
+ * transaction checks the client out itself and always gives it back; the pool discards it when its
+ * connection is dead. One drizzle handle per pooled client, made the first time that client is used.
+ */
+function releaseClientWhenBeginFails(db: Db, pool: pg.Pool, options: DatabaseOptions): void {
+  const handles = new WeakMap<pg.PoolClient, Db>();
+  const transaction: Db['transaction'] = async (run, config) => {
+    const client = await pool.connect();
+    // A checked-out client has no 'error' listener of the pool's: a connection that drops mid-transaction
+    // emits 'error' on the client (besides failing the query), which would otherwise end the process.
+    const onError = (err: Error) => options.onConnectionError?.(err);
+    client.on('error', onError);
+    try {
+      let handle = handles.get(client);
+      if (!handle) handles.set(client, (handle = drizzlePg(client, { schema }) as unknown as Db));
+      return await handle.transaction(run, config);
+    } finally {
+      // the pool discards a client whose connection is dead (not queryable) instead of keeping it idle
+      client.off('error', onError);
+      client.release();
+    }
+  };
+  Object.defineProperty(db, 'transaction', { value: transaction, writable: true, configurable: true });
 }
 
 const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -63,8 +91,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     // An idle connection that the server (or the network) drops is an 'error' event of the pool; with no
     // listener it would be thrown and end the process. The pool discards that client and opens a new
     // one for the next query; a query in flight fails on its own and its request gets a 500.
-    pool.on('error', (err) => options.onIdleError?.(err));
+    pool.on('error', (err) => options.onConnectionError?.(err));
     const db = drizzlePg(pool, { schema }) as unknown as Db;
+    releaseClientWhenBeginFails(db, pool, options);
     return {
       db,
       kind: 'postgres',

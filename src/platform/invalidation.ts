@@ -1,11 +1,13 @@
+import type { InvalidationChannel } from './invalidation-channel.js';
+
 /**
  * Cache invalidation between the code that changes a record and the caches that hold copies of it.
  *
- * Writers announce "this record changed" on a topic; caches subscribe and drop their copies. The
- * in-process bus delivers to this node only, synchronously, before `publish` returns, so a request
- * that follows the write on this node never sees the old copy. With several nodes a Redis pub/sub
- * implementation of the same interface (publish to a channel per topic, subscribers call the same
- * handlers) also reaches the caches of the other nodes; the writers and the caches do not change.
+ * Writers announce "this record changed" on a topic; caches subscribe and drop their copies. Local
+ * delivery is synchronous, before `publish` returns, so a request that follows the write on this node
+ * never sees the old copy. `ChannelInvalidationBus` carries the topics over the same kind of
+ * channel as the auth cache (invalidation-channel.ts: this process, or Redis pub/sub with REDIS_URL),
+ * so the caches of the other nodes drop their copies too; the writers and the caches do not change.
  */
 /**
  * institution: an institution changed or was deleted (id: the institution).
@@ -49,5 +51,44 @@ export class LocalInvalidationBus implements InvalidationBus {
     if (!set) this.handlers.set(topic, (set = new Set()));
     set.add(handler);
     return () => set.delete(handler);
+  }
+}
+
+/** A topic message on the wire; topic `*` (a reset after a gap in the channel) drops every record of every topic. */
+export interface CacheInvalidation {
+  topic: InvalidationTopic | '*';
+  id: string;
+}
+
+export const CACHE_RESET: CacheInvalidation = { topic: '*', id: ALL_RECORDS };
+
+const TOPICS: readonly InvalidationTopic[] = ['institution', 'user', 'memory-personal', 'memory-shared'];
+
+/** Topics over an invalidation channel: delivered here at once, and on every node the channel reaches. */
+export class ChannelInvalidationBus implements InvalidationBus {
+  private readonly local = new LocalInvalidationBus();
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly channel: InvalidationChannel<CacheInvalidation>) {
+    this.unsubscribe = channel.subscribe((event) => this.apply(event));
+  }
+
+  async publish(topic: InvalidationTopic, message: InvalidationMessage): Promise<void> {
+    this.channel.publish({ topic, id: message.id });
+  }
+
+  subscribe(topic: InvalidationTopic, handler: InvalidationHandler): () => void {
+    return this.local.subscribe(topic, handler);
+  }
+
+  close(): void {
+    this.unsubscribe();
+  }
+
+  private apply(event: CacheInvalidation): void {
+    // an event this version does not know (another node, newer or older) is treated as "drop everything"
+    const known = TOPICS.includes(event.topic as InvalidationTopic) && typeof event.id === 'string';
+    if (known) this.local.deliver(event.topic as InvalidationTopic, { id: event.id });
+    else for (const topic of TOPICS) this.local.deliver(topic, { id: ALL_RECORDS });
   }
 }

@@ -170,6 +170,14 @@ export class AuthCache<T> {
     this.invalidate({ kind: 'account', id });
   }
 
+  /**
+   * Calls `handler` with every invalidation (from this node or another), after this cache has applied
+   * it: what holds a session longer than a request (a socket) checks it again there. Returns the unsubscribe.
+   */
+  onInvalidation(handler: (event: AuthInvalidation) => void): () => void {
+    return this.options.channel.subscribe(handler);
+  }
+
   close(): void {
     this.unsubscribe();
     this.entries.clear();

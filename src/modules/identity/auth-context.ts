@@ -4,7 +4,7 @@ import { accounts, sessions, users } from '../../db/schema.js';
 import { unauthenticated } from '../../shared/errors.js';
 import type { GlobalRole, InstitutionRole, Principal } from '../tenancy/permissions.js';
 import { loginRefusal } from './identity.policy.js';
-import type { TokenService } from './tokens.js';
+import type { AccessClaims, TokenService } from './tokens.js';
 import type { ActivityRecorder, AuthCache, CachedAuth } from './auth-cache.js';
 
 /** Who is calling: established once per request from the access token and the database. */
@@ -107,7 +107,20 @@ export interface AuthRuntime {
  * and memberships of inactive institutions do not count.
  */
 export async function resolveAuth(db: Db, tokens: TokenService, token: string, now: Date, runtime: AuthRuntime): Promise<AuthContext> {
-  const claims = await tokens.verifyAccess(token, now);
+  return resolveSession(db, await tokens.verifyAccess(token, now), now, runtime);
+}
+
+/**
+ * The session part of `resolveAuth`, for claims already verified: a long-lived connection (a socket)
+ * checks its session again with this when an invalidation concerns it, its access token having
+ * possibly expired since the handshake.
+ */
+export async function resolveSession(
+  db: Db,
+  claims: Pick<AccessClaims, 'sessionId' | 'userId' | 'institutionId'>,
+  now: Date,
+  runtime: AuthRuntime,
+): Promise<AuthContext> {
   const nowMs = now.getTime();
   const entry = await runtime.cache.get(claims.sessionId, nowMs, () => loadSessionAuth(db, claims.sessionId, claims.userId));
   // the query matches session AND user; a cached entry must too

@@ -4,7 +4,8 @@ import { Server, type Socket } from 'socket.io';
 import type { AppContext } from '../../context.js';
 import type { App } from '../../http/types.js';
 import { AppError } from '../../shared/errors.js';
-import { resolveAuth } from '../identity/auth-context.js';
+import type { AuthInvalidation } from '../identity/auth-cache.js';
+import { resolveAuth, resolveSession } from '../identity/auth-context.js';
 
 /** The event a Q&A answer streams on, and its payload (contract §6). */
 export const RECEIVE_STREAM = 'RECEIVE_STREAM';
@@ -25,7 +26,11 @@ export interface StreamChunk {
 interface SocketData {
   userId: string;
   sessionId: string;
+  institutionId: string | null;
 }
+
+/** The reason a socket is closed when its session ends (logout, revocation, disabled user...), emitted before the disconnect. */
+export const SESSION_ENDED = 'SESSION_ENDED';
 
 /** Where one answer streams to: the caller's own connected socket, on this node or another. */
 export interface StreamSink {
@@ -62,7 +67,7 @@ export class RealtimeGateway {
       if (!token) return next(Object.assign(new Error('UNAUTHENTICATED'), { data: { message: 'Missing access token: connect with auth: {token}' } }));
       resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now(), ctx.auth).then(
         (auth) => {
-          (socket.data as SocketData) = { userId: auth.userId, sessionId: auth.sessionId };
+          (socket.data as SocketData) = { userId: auth.userId, sessionId: auth.sessionId, institutionId: auth.institutionId };
           next();
         },
         (err: unknown) => {
@@ -72,14 +77,45 @@ export class RealtimeGateway {
         },
       );
     });
+    const stopWatching = ctx.auth.cache.onInvalidation((event) => this.recheck(event));
     // Sockets are closed before the HTTP server drains, or their long-lived connections would hold it open.
     app.addHook('preClose', async () => {
+      stopWatching();
       this.io.disconnectSockets(true);
       this.io.engine.close();
     });
     app.addHook('onClose', async () => {
       await Promise.allSettled(this.redis.map((r) => r.quit()));
     });
+  }
+
+  /** Checks again the session of every local socket `event` concerns (after the auth cache dropped what it names); one read per session. */
+  private recheck(event: AuthInvalidation): void {
+    const bySession = new Map<string, Socket[]>();
+    for (const socket of this.io.sockets.sockets.values()) {
+      const data = socket.data as SocketData | undefined;
+      if (!data?.sessionId) continue; // still in its handshake: that reads the session after this write
+      if (event.kind === 'session' && data.sessionId !== event.id) continue;
+      if (event.kind === 'user' && data.userId !== event.id) continue;
+      const group = bySession.get(data.sessionId);
+      if (group) group.push(socket);
+      else bySession.set(data.sessionId, [socket]);
+    }
+    for (const group of bySession.values()) {
+      resolveSession(this.ctx.db, group[0]!.data as SocketData, this.ctx.clock.now(), this.ctx.auth).then(
+        () => undefined,
+        (err: unknown) => {
+          if (!(err instanceof AppError)) {
+            this.ctx.log.warn({ err }, 'could not check the session of a socket again; it stays connected until the next invalidation');
+            return;
+          }
+          for (const socket of group) {
+            socket.emit(SESSION_ENDED, { message: err.message });
+            socket.disconnect(true);
+          }
+        },
+      );
+    }
   }
 
   /**
