@@ -101,6 +101,7 @@ const appEnv: Record<string, string> = {
   LOGIN_RATE_LIMIT_PER_IP: '100000',
   LOGIN_RATE_LIMIT_PER_EMAIL: '100000',
   SEARCH_RATE_LIMIT_PER_MINUTE: '100000',
+  QANDA_RATE_LIMIT_PER_MINUTE: '1000000',
   UPLOAD_RATE_LIMIT_PER_MINUTE: '100000',
   UPLOAD_MAX_BYTES: String(Math.max(26_214_400, Math.ceil(corpusMb * 1.1 * 1024 * 1024))),
   LLM_PROVIDER: 'openai-compatible',
@@ -347,7 +348,7 @@ async function seedMemory(w: BenchWorld): Promise<number> {
   const ops = await operations(base);
   if (ops.has('POST /api/user/memory')) {
     for (let i = 0; i < 20; i++) {
-      await api(base, 'POST', '/api/user/memory', { token: w.userToken, body: { key: `bench_key_${i}`, value: `value ${i}`, namespace: 'bench' }, expect: [200, 201, 400] });
+      await api(base, 'POST', '/api/user/memory', { token: w.userToken, body: { key_name: `bench_key_${i}`, key_value: `value ${i}`, key_namespace: 'bench' }, expect: [201] });
     }
   }
   const listed = await api(base, 'GET', '/api/user/memory', { token: w.userToken });

@@ -367,6 +367,18 @@ describe('security: findings of the probe (issue 7)', () => {
     const health = await t.app.inject({ method: 'GET', url: '/healthz' });
     assert.equal(health.headers['x-content-type-options'], 'nosniff');
     assert.equal(health.headers['strict-transport-security'], undefined, 'HSTS is off unless configured');
+    // the whole set, on an answer that is an error too (a 404 of the router)
+    const missing = await t.app.inject({ method: 'GET', url: '/api/no-such-route' });
+    assert.equal(missing.statusCode, 404);
+    for (const r of [health, missing]) {
+      assert.equal(r.headers['x-frame-options'], 'SAMEORIGIN');
+      assert.equal(r.headers['referrer-policy'], 'no-referrer');
+      assert.equal(r.headers['cross-origin-opener-policy'], 'same-origin');
+      assert.equal(r.headers['cross-origin-resource-policy'], 'same-origin');
+      assert.equal(r.headers['x-permitted-cross-domain-policies'], 'none');
+      assert.equal(r.headers['x-content-type-options'], 'nosniff');
+    }
+    assert.equal(missing.headers['cache-control'], 'no-store');
   });
 
   test('row 12: /metrics answers loopback callers without configuration, others need METRICS_TOKEN (401 otherwise)', async () => {

@@ -110,11 +110,15 @@ export function registerErrorHandling(app: FastifyInstance): void {
   });
 
   // In preHandler, i.e. after each route's authentication: an anonymous caller gets its 401 first.
-  app.addHook('preHandler', async (request) => {
+  app.addHook('preHandler', (request, _reply, done) => {
     for (const [part, value] of [['params', request.params], ['query', request.query], ['body', request.body]] as const) {
       const field = findNul(value, '');
-      if (field !== null) throw validationFailed(`${field || part} contains a NUL character`, [{ field: field || part, location: part, message: 'NUL characters are not allowed' }]);
+      if (field !== null) {
+        done(validationFailed(`${field || part} contains a NUL character`, [{ field: field || part, location: part, message: 'NUL characters are not allowed' }]));
+        return;
+      }
     }
+    done();
   });
 
   app.setNotFoundHandler((request, reply) => {
