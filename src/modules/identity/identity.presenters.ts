@@ -24,7 +24,20 @@ export const UserSchema = Type.Object(
   { $id: 'User' },
 );
 
+/**
+ * Presentations by row object: GET /api/user/me presents the auth cache's row, the same object until an
+ * invalidation replaces it, so its dates are formatted once and not on every request. Rows are never
+ * changed in place (a write reads a new row).
+ */
+const presentedUsers = new WeakMap<UserRow, ReturnType<typeof presentUserRow>>();
+
 export function presentUser(u: UserRow) {
+  let presented = presentedUsers.get(u);
+  if (!presented) presentedUsers.set(u, (presented = presentUserRow(u)));
+  return presented;
+}
+
+function presentUserRow(u: UserRow) {
   return {
     _id: u.id,
     email: u.email,

@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { JobAbortedError } from '../../../platform/jobs.js';
 import { ExtractionError } from './extract.js';
 import type { PreparedDocument, PrepareTask } from './prepare.js';
-import type { SandboxRequest, SandboxResponse } from './sandbox.process.js';
+import type { SandboxPart, SandboxRequest, SandboxResponse } from './sandbox.process.js';
 
 export interface SandboxOptions {
   /** Old-generation heap of the sandbox process, in MB. */
@@ -51,8 +51,24 @@ const START_TIMEOUT_MS = 60_000;
 
 interface Pending {
   id: number;
+  /** Parts of the result received so far (see SandboxPart). */
+  parts: SandboxPart['part'][];
   resolve: (doc: PreparedDocument) => void;
   reject: (err: Error) => void;
+}
+
+/** The document with the chunks and vectors of its parts, in order. */
+function assemble(head: PreparedDocument, parts: SandboxPart['part'][]): PreparedDocument {
+  const chunks = parts.flatMap((p) => p.chunks);
+  if (!head.vectors) return { ...head, chunks };
+  const vectors = new Float64Array(parts.reduce((n, p) => n + (p.vectors?.length ?? 0), 0));
+  let at = 0;
+  for (const p of parts) {
+    if (!p.vectors) continue;
+    vectors.set(p.vectors, at);
+    at += p.vectors.length;
+  }
+  return { ...head, chunks, vectors };
 }
 
 export class IngestSandbox {
@@ -95,6 +111,7 @@ export class IngestSandbox {
       const onAbort = () => this.fail(new JobAbortedError('ingestion stopped'));
       this.pending = {
         id,
+        parts: [],
         resolve: (doc) => {
           settle();
           resolve(doc);
@@ -145,14 +162,18 @@ export class IngestSandbox {
     });
     this.ready = new Promise<void>((resolve, reject) => {
       const startTimer = setTimeout(() => reject(new Error('the ingestion sandbox did not start in time')), this.options.startTimeoutMs ?? START_TIMEOUT_MS);
-      child.on('message', (msg: SandboxResponse | { ready: true }) => {
+      child.on('message', (msg: SandboxResponse | SandboxPart | { ready: true }) => {
         if ('ready' in msg) {
           clearTimeout(startTimer);
           return resolve();
         }
         const p = this.pending;
         if (!p || p.id !== msg.id) return;
-        if (msg.ok) p.resolve(msg.result);
+        if ('part' in msg) p.parts.push(msg.part);
+        else if (msg.ok) {
+          if (p.parts.length !== msg.parts) p.reject(new Error(`the ingestion sandbox sent ${p.parts.length} of ${msg.parts} parts`));
+          else p.resolve(assemble(msg.result, p.parts));
+        }
         else if (msg.kind === 'file') p.reject(new ExtractionError(msg.message));
         else p.reject(new Error(msg.message));
       });
