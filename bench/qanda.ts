@@ -193,7 +193,8 @@ results.forEach((r, i) => {
 });
 const chunksTotal = [...received.values()].reduce((n, l) => n + l.length, 0);
 
-console.log(`machine: ${(await import('node:os')).cpus().length} cores, loaded (shared by other engineers); vault ${chunkCount} chunks`);
+const os = await import('node:os');
+console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1, 5, 15 min); vault ${chunkCount} chunks`);
 console.log(`${concurrent} concurrent streamed answers in ${(wall / 1000).toFixed(1)} s: ${chunksTotal} events; lost ${lost}, reordered ${reordered}, not matching outputs ${mismatched}, streamingFailed ${failedStreams}`);
 
 for (const s of sockets) s.disconnect();

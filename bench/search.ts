@@ -61,7 +61,8 @@ try {
   const db = database.db;
   const account = await insertAccount(db, { id: newId(), name: 'Bench' });
   const password = 'bench-password-1';
-  const user = await insertUser(db, { id: newId(), accountId: account.id, email: 'bench@example.com', passwordHash: await hashPassword(password) });
+  // a superadmin: the route's single-method switch (`method`) times each side alone in the same run
+  const user = await insertUser(db, { id: newId(), accountId: account.id, email: 'bench@example.com', passwordHash: await hashPassword(password), role: 'superadmin' });
   const embedder = new LocalEmbedder(384);
   const r = rng(7);
   const now = new Date();
@@ -145,7 +146,7 @@ try {
   const address = app.server.address();
   const base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   const login = (await (await fetch(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench@example.com', password }) })).json()) as { accessToken: string };
-  for (const scope of scopes) {
+  for (const scope of scopes) for (const method of [undefined, 'dense', 'lexical', 'kag'] as const) {
     const ms: number[] = [];
     const server: number[] = [];
     for (const [i, query] of [...queries, ...queries].entries()) {
@@ -153,7 +154,7 @@ try {
       const res = await fetch(`${base}/api/user/files/search-content`, {
         method: 'POST',
         headers: { authorization: `Bearer ${login.accessToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ query, selectedUploadIds: scope.ids }),
+        body: JSON.stringify({ query, selectedUploadIds: scope.ids, ...(method ? { method } : {}) }),
       });
       const body = (await res.json()) as { tookMs: number };
       if (res.status !== 200) throw new Error(JSON.stringify(body));
@@ -162,7 +163,7 @@ try {
         server.push(body.tookMs);
       }
     }
-    console.log(`search-content, ${scope.name} chunks in scope: ${fmt(ms)} (server-side tookMs ${fmt(server)})`);
+    console.log(`search-content${method ? ` (${method} only)` : ''}, ${scope.name} chunks in scope: ${fmt(ms)} (server-side tookMs ${fmt(server)})`);
   }
   await app.close();
 } finally {

@@ -53,6 +53,7 @@ const env: Record<string, string> = {
   LOGIN_RATE_LIMIT_WINDOW_SECONDS: '60',
   SEARCH_RATE_LIMIT_PER_MINUTE: '100000',
   UPLOAD_RATE_LIMIT_PER_MINUTE: '100000',
+  QANDA_RATE_LIMIT_PER_MINUTE: '1000000',
   // access tokens must outlive the soak: the load generator cannot refresh them mid-run
   ACCESS_TOKEN_TTL_SECONDS: String(Math.min(86_400, Math.ceil(minutes * 60 + 3600))),
   LLM_PROVIDER: 'openai-compatible',
