@@ -4,6 +4,7 @@ import Fastify, { type FastifyReply, type RouteOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
+import helmet from 'helmet';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -31,7 +32,6 @@ import { brandingRoutes } from './modules/branding/branding.routes.js';
 import { cloudRoutes } from './modules/cloud/cloud.routes.js';
 import { ssoRoutes } from './modules/sso/sso.routes.js';
 import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
-import helmet from 'helmet';
 import { CACHE_RESET, ChannelInvalidationBus, type CacheInvalidation } from './platform/invalidation.js';
 import { searchRoutes } from './modules/search/search.routes.js';
 import { conversationRoutes } from './modules/conversation/conversation.routes.js';
@@ -102,6 +102,12 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   const database = options.database ?? (await openDatabase({ ...databaseOptionsFor(config), early: options.early, onConnectionError: (err) => onConnectionError(err) }));
   if (!options.skipMigrations) await database.migrate();
 
+  // JSON only, so no content security policy is needed on the API (and /docs needs its inline script);
+  // nosniff, frame and referrer protection on every answer; HSTS when configured (behind TLS). helmet's
+  // headers, computed once, set by one hook into Fastify's own header object (written once with the
+  // status line) instead of helmet's middleware on every request; the answers made before routing
+  // (framework and HTTP-parser errors) carry them too.
+  const securityHeaders = staticSecurityHeaders(config.hstsMaxAgeSeconds);
   const app = Fastify({
     logger: {
       level: config.logLevel,
@@ -116,15 +122,19 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     // Long ids reach the route and fail its schema; what the router itself refuses (an over-long
     // parameter, a malformed URL) still answers with the contract's body.
     routerOptions: { maxParamLength: 1000 },
-    frameworkErrors: (error, _request, reply) => {
+    frameworkErrors: (error, request, reply) => {
       const invalidPath = error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH';
-      (reply as unknown as FastifyReply).code(400).send(errorBody('VALIDATION_FAILED', invalidPath ? 'The request path is not valid' : 'The request is not valid'));
+      // no hook runs for these answers: the headers every other answer gets are set here
+      (reply as unknown as FastifyReply)
+        .headers({ ...securityHeaders, 'cache-control': 'no-store', 'x-request-id': request.id })
+        .code(400)
+        .send(errorBody('VALIDATION_FAILED', invalidPath ? 'The request path is not valid' : 'The request is not valid'));
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     // Errors Node's HTTP parser raises before there is a request (headers too large, a timeout, a
     // malformed request line) still answer with the contract's body.
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: clientErrorAnswerer(securityHeaders),
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
   onConnectionError = (err) => app.log.warn({ err }, 'a database connection failed (idle, or inside a transaction); the pool opens a new one');
 
@@ -187,11 +197,6 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   app.decorateRequest('auth', null);
 
   registerErrorHandling(app);
-  // JSON only, so no content security policy is needed on the API (and /docs needs its inline script);
-  // nosniff, frame and referrer protection everywhere; HSTS when configured (behind TLS). helmet's
-  // headers, computed once, set by one hook into Fastify's own header object (written once with the
-  // status line) instead of helmet's middleware on every request.
-  const securityHeaders = staticSecurityHeaders(config.hstsMaxAgeSeconds);
   app.addHook('onRequest', (_request, reply, done) => {
     reply.headers(securityHeaders);
     done();
@@ -299,7 +304,7 @@ async function invalidationChannelFor<E>(config: AppConfig, app: App, name: stri
  * defaults stay helmet's; what is saved is helmet's per-request work: @fastify/helmet ran this
  * middleware chain with a setHeader call per header on every request (bench/RESULTS.md).
  */
-export function staticSecurityHeaders(hstsMaxAgeSeconds: number): Record<string, string> {
+function staticSecurityHeaders(hstsMaxAgeSeconds: number): Record<string, string> {
   const middleware = helmet({
     contentSecurityPolicy: false,
     strictTransportSecurity: hstsMaxAgeSeconds > 0 ? { maxAge: hstsMaxAgeSeconds, includeSubDomains: true } : false,
@@ -318,21 +323,29 @@ export function staticSecurityHeaders(hstsMaxAgeSeconds: number): Record<string,
   return headers;
 }
 
-/** Status, code and message for the errors Node's HTTP parser raises before Fastify sees a request. */
-function answerClientError(this: { log: { trace(o: object, m: string): void } }, err: Error & { code?: string }, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, reason, body] =
-    err.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'Request Header Fields Too Large', errorBody('HEADERS_TOO_LARGE', 'Request header fields are too large')]
-      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'Request Timeout', errorBody('REQUEST_TIMEOUT', 'The request took too long to arrive')]
-        : [400, 'Bad Request', errorBody('VALIDATION_FAILED', 'The request is not valid HTTP')];
-  this.log.trace({ err }, 'client error');
-  if (socket.writable) {
-    const text = JSON.stringify(body);
-    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${text}`);
-  }
-  socket.destroy(err);
+/** Answers the errors Node's HTTP parser raises before Fastify sees a request: status, code and message in the contract's body. */
+function clientErrorAnswerer(securityHeaders: Record<string, string>) {
+  const extraHeaders = Object.entries(securityHeaders)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  return function answerClientError(this: { log: { trace(o: object, m: string): void } }, err: Error & { code?: string }, socket: Socket): void {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    const [status, reason, body] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', errorBody('HEADERS_TOO_LARGE', 'Request header fields are too large')]
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? [408, 'Request Timeout', errorBody('REQUEST_TIMEOUT', 'The request took too long to arrive')]
+          : [400, 'Bad Request', errorBody('VALIDATION_FAILED', 'The request is not valid HTTP')];
+    this.log.trace({ err }, 'client error');
+    if (socket.writable) {
+      const text = JSON.stringify(body);
+      socket.write(
+        `HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+          `Cache-Control: no-store\r\n${extraHeaders}Connection: close\r\n\r\n${text}`,
+      );
+    }
+    socket.destroy(err);
+  };
 }
 
 function lazyProviders(config: AppConfig, database: Database, app: App, given: Partial<Providers>): Providers {

@@ -370,7 +370,12 @@ describe('security: findings of the probe (issue 7)', () => {
     // the whole set, on an answer that is an error too (a 404 of the router)
     const missing = await t.app.inject({ method: 'GET', url: '/api/no-such-route' });
     assert.equal(missing.statusCode, 404);
-    for (const r of [health, missing]) {
+    // and on an answer of the router itself, before any hook runs (a malformed path)
+    const badPath = await t.app.inject({ method: 'GET', url: '/api/%zz' });
+    assert.equal(badPath.statusCode, 400);
+    assert.equal(badPath.headers['cache-control'], 'no-store');
+    assert.ok(badPath.headers['x-request-id']);
+    for (const r of [health, missing, badPath]) {
       assert.equal(r.headers['x-frame-options'], 'SAMEORIGIN');
       assert.equal(r.headers['referrer-policy'], 'no-referrer');
       assert.equal(r.headers['cross-origin-opener-policy'], 'same-origin');
@@ -503,6 +508,8 @@ describe('security: configuration-dependent answers (rows 3, 12)', () => {
         socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(70_000)}\r\n\r\n`);
       });
       assert.match(raw, /^HTTP\/1\.1 431 /);
+      assert.match(raw, /\r\nx-content-type-options: nosniff\r\n/i);
+      assert.match(raw, /\r\ncache-control: no-store\r\n/i);
       const body = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4));
       assert.deepEqual(body, { success: false, message: 'Request header fields are too large', error: { code: 'HEADERS_TOO_LARGE', details: [] } });
     } finally {
