@@ -169,13 +169,10 @@ export class IngestSandbox {
         }
         const p = this.pending;
         if (!p || p.id !== msg.id) return;
-        if ('part' in msg) p.parts.push(msg.part);
-        else if (msg.ok) {
-          if (p.parts.length !== msg.parts) p.reject(new Error(`the ingestion sandbox sent ${p.parts.length} of ${msg.parts} parts`));
-          else p.resolve(assemble(msg.result, p.parts));
-        }
-        else if (msg.kind === 'file') p.reject(new ExtractionError(msg.message));
-        else p.reject(new Error(msg.message));
+        if ('part' in msg) return void p.parts.push(msg.part);
+        if (!msg.ok) return p.reject(msg.kind === 'file' ? new ExtractionError(msg.message) : new Error(msg.message));
+        if (p.parts.length !== msg.parts) return p.reject(new Error(`the ingestion sandbox sent ${p.parts.length} of ${msg.parts} parts`));
+        p.resolve(assemble(msg.result, p.parts));
       });
       child.on('error', (err) => {
         clearTimeout(startTimer);
