@@ -193,7 +193,7 @@ export interface Scored {
  * filtered top-k is never short (pgvector ≥ 0.8), re-sorted because relaxed order may swap neighbours.
  */
 export async function denseSearch(db: DbOrTx, scope: SQL, vector: string, k: number, exact: boolean): Promise<Scored[]> {
-    if (exact) {
+  if (exact) {
     const rows = await rowsOf<{ id: string; score: number }>(
       db,
       sql`with d as materialized (
@@ -243,6 +243,10 @@ export interface Bm25Params {
  * tenant's documents never shape another's ranking. Candidates come from the GIN index (any lexeme);
  * tf is the number of positions of the lexeme in the chunk's tsvector. Returns the top k and the
  * document frequency of every query lexeme in scope.
+ *
+ * Only the query's lexemes of each candidate are unnested: setweight marks them (weight A; to_tsvector
+ * writes D) and ts_filter keeps the marked ones, both in C on the tsvector, instead of unnesting every
+ * lexeme of every candidate and filtering the rows (same scores, a third of the time: bench/RESULTS.md).
  */
 export async function bm25Search(
   db: DbOrTx,
@@ -251,8 +255,8 @@ export async function bm25Search(
   k: number,
   p: Bm25Params,
 ): Promise<{ hits: Scored[]; df: Map<string, number> }> {
-  if (lexemes.length === 0 ) return { hits: [], df: new Map() };
-    const lex = textArray(lexemes.map((l) => l.lexeme));
+  if (lexemes.length === 0) return { hits: [], df: new Map() };
+  const lex = textArray(lexemes.map((l) => l.lexeme));
   const qtf = `{${lexemes.map((l) => (Number.isFinite(l.qtf) ? l.qtf : 0)).join(',')}}`;
   const tsquery = lexemes.map((l) => `'${l.lexeme.replace(/'/g, "''")}'`).join(' | ');
   const websearch = p.websearch ? sql` and c.tsv @@ websearch_to_tsquery('english', ${p.websearch})` : sql``;
@@ -262,7 +266,7 @@ export async function bm25Search(
          cand as (select c.id, c.tsv, c.lex_len from chunks c
                    where c.upload_id in (select u.id from uploads u where ${scope}) and c.tsv @@ ${tsquery}::tsquery${websearch}),
          post as (select cand.id, t.lexeme, coalesce(array_length(t.positions, 1), 1) as tf, cand.lex_len
-                    from cand cross join lateral unnest(cand.tsv) t where t.lexeme = any(${lex}::text[])),
+                    from cand cross join lateral unnest(ts_filter(setweight(cand.tsv, 'A', ${lex}::text[]), '{a}')) t),
          df as (select lexeme, count(*)::float8 as n from post group by lexeme),
          scored as (
            select post.id, sum(ql.qtf * ln(1 + (${p.n}::float8 - df.n + 0.5) / (df.n + 0.5))
@@ -297,20 +301,34 @@ export async function feedbackTerms(db: DbOrTx, chunks: Array<{ id: string; weig
 }
 
 /**
+ * Runs trigram lookups with pg_trgm's `%` threshold at `minSimilarity` (transaction-local). `%` is what
+ * the GIN trigram index answers, with the threshold of that setting (0.3 by default): at the default the
+ * index hands back every entity row of similarity 0.3..0.5 only for the query to drop it. Same results,
+ * a fraction of the rows (bench/RESULTS.md).
+ */
+async function withTrigramThreshold<T>(db: DbOrTx, minSimilarity: number, run: (tx: DbOrTx) => Promise<T>): Promise<T> {
+  const threshold = Math.max(0, Math.min(1, minSimilarity));
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`select set_config('pg_trgm.similarity_threshold', ${String(threshold)}, true)`);
+    return run(tx);
+  });
+}
+
+/**
  * Trigram correction of misspelt names: the closest name or acronym entity of the scope for each
  * word (similarity ≥ minSimilarity), through the GIN trigram index.
  */
 export async function closestNames(db: DbOrTx, scope: SQL, words: string[], minSimilarity: number): Promise<Array<{ word: string; name: string; sim: number }>> {
-  if (words.length === 0 ) return [];
-  const rows = await rowsOf<{ word: string; name: string; sim: number }>(
-    db,
+  if (words.length === 0) return [];
+  const rows = await withTrigramThreshold(db, minSimilarity, (tx) => rowsOf<{ word: string; name: string; sim: number }>(
+    tx,
     sql`select w.word, m.name, m.sim from unnest(${textArray(words)}::text[]) as w(word)
         cross join lateral (
           select e.name, similarity(e.name, w.word) as sim from kg_entities e
            where e.name % w.word and e.upload_id in (select u.id from uploads u where ${scope}) and e.kind in ('name', 'acronym')
            order by sim desc, e.name limit 1) m
         where m.sim >= ${minSimilarity}`,
-  );
+  ));
   return rows.map((r) => ({ word: r.word, name: r.name, sim: Number(r.sim) }));
 }
 
@@ -327,22 +345,22 @@ export async function exactEntities(db: DbOrTx, scope: SQL, names: string[], wor
 
 /** Trigram-fuzzy entity matches of phrases not matched exactly (best two each, similarity ≥ min). */
 export async function fuzzyEntities(db: DbOrTx, scope: SQL, phrases: string[], minSimilarity: number): Promise<Array<{ phrase: string; name: string; sim: number }>> {
-  if (phrases.length === 0 ) return [];
-  const rows = await rowsOf<{ phrase: string; name: string; sim: number }>(
-    db,
+  if (phrases.length === 0) return [];
+  const rows = await withTrigramThreshold(db, minSimilarity, (tx) => rowsOf<{ phrase: string; name: string; sim: number }>(
+    tx,
     sql`select p.phrase, m.name, m.sim from unnest(${textArray(phrases)}::text[]) as p(phrase)
         cross join lateral (
           select e.name, max(similarity(e.name, p.phrase)) as sim from kg_entities e
            where e.name % p.phrase and e.upload_id in (select u.id from uploads u where ${scope})
            group by e.name order by sim desc, e.name limit 2) m
         where m.sim >= ${minSimilarity}`,
-  );
+  ));
   return rows.map((r) => ({ phrase: r.phrase, name: r.name, sim: Number(r.sim) }));
 }
 
 /** Strongest co-occurrence neighbours of the seed entities in scope (edge weights summed over uploads). */
 export async function neighbours(db: DbOrTx, scope: SQL, seeds: string[], limit: number): Promise<Array<{ a: string; b: string; w: number }>> {
-  if (seeds.length === 0 ) return [];
+  if (seeds.length === 0) return [];
   const rows = await rowsOf<{ a: string; b: string; w: number }>(
     db,
     sql`select a, b, sum(weight)::int as w from kg_edges
@@ -354,7 +372,7 @@ export async function neighbours(db: DbOrTx, scope: SQL, seeds: string[], limit:
 
 /** Mentions of the entities in scope: which chunk, how often. */
 export async function mentionsOf(db: DbOrTx, scope: SQL, names: string[], limit: number): Promise<Array<{ chunkId: string; name: string; tf: number }>> {
-  if (names.length === 0 ) return [];
+  if (names.length === 0) return [];
   const rows = await rowsOf<{ chunk_id: string; name: string; tf: number }>(
     db,
     sql`select chunk_id, name, tf from kg_mentions
