@@ -296,15 +296,22 @@ try {
   if (wanted('startup')) {
     await stopProcess(app);
     app = undefined;
-    const times: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      const port = await freePort();
-      const started = performance.now();
-      const run = await startProcess(['src/cli.ts', 'serve'], { ...appEnv, PORT: String(port), LOG_LEVEL: 'info' }, /server ready/);
-      await waitForUrl(`http://127.0.0.1:${port}/healthz`);
-      times.push(performance.now() - started);
-      await stopProcess(run.child);
-    }
+    // what `npm start` runs: the built JavaScript (its build, scripts/build.mjs, is done once before)
+    await runProcess(['scripts/build.mjs'], {});
+    const startup = async (entry: string) => {
+      const times: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const port = await freePort();
+        const started = performance.now();
+        const run = await startProcess([entry, 'serve'], { ...appEnv, PORT: String(port), LOG_LEVEL: 'info' }, /server ready/);
+        await waitForUrl(`http://127.0.0.1:${port}/healthz`);
+        times.push(performance.now() - started);
+        await stopProcess(run.child);
+      }
+      return times;
+    };
+    const times = await startup('dist/cli.js');
+    const sourceTimes = await startup('src/cli.ts');
     // the same measurement for the bare Fastify process (node + tsx + fastify, nothing else): the floor on this machine now
     const bareTimes: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -316,7 +323,8 @@ try {
     }
     const ms = median(times);
     const bareMs = median(bareTimes);
-    record({ scenario: 'start-up on an existing data directory', metric: 'spawn → /healthz 200 (median of 3)', value: Math.round(ms), unit: 'ms', target: '≤ 1500 ms', met: ms <= 1500, note: `runs ${times.map((t) => t.toFixed(0)).join(', ')} ms` });
+    record({ scenario: 'start-up on an existing data directory (dist/cli.js, as npm start)', metric: 'spawn → /healthz 200 (median of 3)', value: Math.round(ms), unit: 'ms', target: '≤ 1500 ms', met: ms <= 1500, note: `runs ${times.map((t) => t.toFixed(0)).join(', ')} ms` });
+    record({ scenario: 'start-up from the TypeScript sources (tsx src/cli.ts)', metric: 'spawn → /healthz 200 (median of 3)', value: Math.round(median(sourceTimes)), unit: 'ms', note: `runs ${sourceTimes.map((t) => t.toFixed(0)).join(', ')} ms` });
     record({ scenario: 'start-up of the bare Fastify process (floor)', metric: 'spawn → 200 (median of 3)', value: Math.round(bareMs), unit: 'ms', note: `app / bare = ${(ms / bareMs).toFixed(2)}` });
   }
 

@@ -13,10 +13,13 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Starts `node --import tsx <args>` and resolves once a line matching `ready` appears on stdout. */
+/** Node's arguments for a script: TypeScript through tsx's loader; built JavaScript (dist/) as it is. */
+export const nodeArgs = (args: string[]): string[] => (args.some((a) => a.endsWith('.ts')) ? ['--import', 'tsx', ...args] : ['--enable-source-maps', ...args]);
+
+/** Starts `node [--import tsx] <args>` and resolves once a line matching `ready` appears on stdout. */
 export function startProcess(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 60_000): Promise<{ child: ChildProcess; ms: number }> {
   const started = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, nodeArgs(args), { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`not ready after ${timeoutMs} ms: ${args.join(' ')}`)), timeoutMs);
     let buffer = '';
@@ -59,17 +62,17 @@ export async function waitForUrl(url: string, timeoutMs = 60_000): Promise<void>
   }
 }
 
-/** Starts `node --import tsx <args>` and resolves once `readyUrl` answers 200. */
+/** Starts `node [--import tsx] <args>` and resolves once `readyUrl` answers 200. */
 export async function startServer(args: string[], env: Record<string, string>, readyUrl: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, nodeArgs(args), { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`))));
   await Promise.race([waitForUrl(readyUrl), exited]);
   return child;
 }
 
-/** Runs `node --import tsx <args>` to completion; rejects on a non-zero exit. Returns stdout. */
+/** Runs `node [--import tsx] <args>` to completion; rejects on a non-zero exit. Returns stdout. */
 export function runProcess(args: string[], env: Record<string, string>, timeoutMs = 600_000): Promise<string> {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, nodeArgs(args), { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));

@@ -9,7 +9,8 @@ import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Ajv } from 'ajv';
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
+import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { AppConfig } from './config.js';
 import type { AppContext, Providers } from './context.js';
@@ -35,7 +36,7 @@ import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
 import { CACHE_RESET, ChannelInvalidationBus, type CacheInvalidation } from './platform/invalidation.js';
 import { searchRoutes } from './modules/search/search.routes.js';
 import { conversationRoutes } from './modules/conversation/conversation.routes.js';
-import { RealtimeGateway } from './modules/realtime/gateway.js';
+import { loadRedisAdapterModules, RealtimeGateway } from './modules/realtime/gateway.js';
 import { createEmbedder } from './providers/embeddings/index.js';
 import { createChatModel } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
@@ -83,7 +84,38 @@ function validatorCompilers() {
   const body = addFormats(new Ajv({ ...base, coerceTypes: false }));
   const other = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
   for (const ajv of [body, other]) ajv.addSchema(ErrorBodySchema);
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }) => (httpPart === 'body' ? body : other).compile(schema);
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }) => lazyValidator(httpPart === 'body' ? body : other, schema);
+}
+
+/*
+ * Route schemas compile on their first use, not at start: compiling the validators (ajv) and response
+ * serializers (fast-json-stringify) of every route was about 0.4 s of the start-up profile
+ * (bench/RESULTS.md), while most processes use a fraction of the routes. The first request of a route
+ * pays its compilation once (a few milliseconds). The compiled code is the same as Fastify's own.
+ */
+
+/** An ajv validator compiled on its first call. `schemaEnv` tells Fastify to pass the parent data (ajv may replace the root value). */
+function lazyValidator(ajv: Ajv, schema: object) {
+  let compiled: ValidateFunction | undefined;
+  const validate = Object.assign(
+    (data: unknown, context?: Parameters<ValidateFunction>[1]) => {
+      compiled ??= ajv.compile(schema);
+      const valid = compiled(data, context);
+      validate.errors = compiled.errors;
+      return valid;
+    },
+    { errors: null as ValidateFunction['errors'], schemaEnv: true },
+  );
+  return validate;
+}
+
+/** Fastify's own serializer factory (fast-json-stringify), each route's serializer built on its first response. */
+function lazySerializerFactory(externalSchemas: unknown, serializerOptions: unknown) {
+  const compile = SerializerSelector()(externalSchemas as never, serializerOptions as never);
+  return (route: Parameters<typeof compile>[0]) => {
+    let serialize: ((data: unknown) => string) | undefined;
+    return (data: unknown) => (serialize ??= compile(route) as (data: unknown) => string)(data);
+  };
 }
 
 /**
@@ -109,6 +141,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   // (framework and HTTP-parser errors) carry them too.
   const securityHeaders = staticSecurityHeaders(config.hstsMaxAgeSeconds);
   const app = Fastify({
+    schemaController: { compilersFactory: { buildSerializer: lazySerializerFactory as never } },
     logger: {
       level: config.logLevel,
       redact: ['req.headers.authorization', 'req.headers["x-access-token"]', 'req.headers.cookie'],
@@ -269,7 +302,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await ssoRoutes(app, ctx);
   await adminSessionsRoutes(app, ctx);
   await searchRoutes(app, ctx);
-  const realtime = new RealtimeGateway(app, ctx);
+  const realtime = new RealtimeGateway(app, ctx, config.redisUrl ? await loadRedisAdapterModules() : undefined);
   app.decorate('realtime', realtime);
   await conversationRoutes(app, ctx, realtime);
 

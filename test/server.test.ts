@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
-import { freePort, startProcess } from '../bench/support.js';
+import { api, freePort, runProcess, startProcess, uploadThroughApi, waitUntilIngested } from '../bench/support.js';
 import { preparedDataDir } from './support/server-process.js';
 
 /** `npm start`'s process: listens on PORT, serves, and on SIGTERM finishes in-flight requests before exiting 0. */
@@ -41,6 +41,39 @@ test('the server process drains in-flight requests on SIGTERM and exits cleanly'
     assert.match(logs, /shutting down/);
     await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`));
   } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+/**
+ * `npm start` runs the built JavaScript (scripts/build.mjs → dist/), not the TypeScript sources: the
+ * parts that start other threads and processes from files next to their own (the PGlite worker, the
+ * ingestion sandbox) and read files at run time (the migrations) must work from there too.
+ */
+test('the built server (dist/) starts, ingests a file in its sandbox and finds it', async () => {
+  await runProcess(['scripts/build.mjs'], {});
+  const dataDir = await preparedDataDir('twin-dist-');
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const { child } = await startProcess(
+    ['dist/cli.js', 'serve'],
+    // PGLITE_WORKER: the database in its worker thread, as outside tests
+    { DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'development', LOG_LEVEL: 'info', PGLITE_WORKER: 'true', BOOTSTRAP_ADMIN_EMAIL: 'dist@example.com', BOOTSTRAP_ADMIN_PASSWORD: 'dist-password-1' },
+    /server ready/,
+  );
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  try {
+    const token = (await api(base, 'POST', '/api/auth/login', { body: { email: 'dist@example.com', password: 'dist-password-1' } })).accessToken as string;
+    const text = 'The supersonic wind tunnel at Farnborough measured boundary layer transition on swept wings.\n'.repeat(20);
+    const upload = await uploadThroughApi(base, token, 'tunnel.txt', new TextEncoder().encode(text));
+    const file = await waitUntilIngested(base, token, upload._id, 120_000);
+    assert.equal(file.status, 'active');
+    const found = await api(base, 'POST', '/api/user/files/search-content', { token, body: { query: 'boundary layer transition' } });
+    assert.ok(found.results.length > 0);
+    assert.equal(found.results[0].uploadId, upload._id);
+  } finally {
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
     rmSync(dataDir, { recursive: true, force: true });
   }
 });

@@ -6,9 +6,8 @@ import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
-import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
-import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
-import pg from 'pg';
+import type { drizzle as DrizzlePg } from 'drizzle-orm/node-postgres';
+import type pg from 'pg';
 import * as schema from './schema.js';
 import { RemotePGlite } from './pglite-remote.js';
 import { lockDataDir } from './lock.js';
@@ -62,7 +61,7 @@ export function databaseOptionsFor(config: { databaseUrl?: string; dataDir: stri
  * transaction checks the client out itself and always gives it back; the pool discards it when its
  * connection is dead. One drizzle handle per pooled client, made the first time that client is used.
  */
-function releaseClientWhenBeginFails(db: Db, pool: pg.Pool, options: DatabaseOptions): void {
+function releaseClientWhenBeginFails(db: Db, pool: pg.Pool, drizzlePg: typeof DrizzlePg, options: DatabaseOptions): void {
   const handles = new WeakMap<pg.PoolClient, Db>();
   const transaction: Db['transaction'] = async (run, config) => {
     const client = await pool.connect();
@@ -87,13 +86,19 @@ const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), 'migratio
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolSize ?? 10 });
+    // PostgreSQL's driver is loaded only when it is used (start-up time of the embedded default)
+    const [{ default: pgModule }, { drizzle: drizzlePg }, { migrate: migratePg }] = await Promise.all([
+      import('pg'),
+      import('drizzle-orm/node-postgres'),
+      import('drizzle-orm/node-postgres/migrator'),
+    ]);
+    const pool = new pgModule.Pool({ connectionString: options.databaseUrl, max: options.poolSize ?? 10 });
     // An idle connection that the server (or the network) drops is an 'error' event of the pool; with no
     // listener it would be thrown and end the process. The pool discards that client and opens a new
     // one for the next query; a query in flight fails on its own and its request gets a 500.
     pool.on('error', (err) => options.onConnectionError?.(err));
     const db = drizzlePg(pool, { schema }) as unknown as Db;
-    releaseClientWhenBeginFails(db, pool, options);
+    releaseClientWhenBeginFails(db, pool, drizzlePg, options);
     return {
       db,
       kind: 'postgres',

@@ -1,5 +1,5 @@
-import { createAdapter } from '@socket.io/redis-adapter';
-import { Redis } from 'ioredis';
+import type { createAdapter } from '@socket.io/redis-adapter';
+import type { Redis } from 'ioredis';
 import { Server, type Socket } from 'socket.io';
 import type { AppContext } from '../../context.js';
 import type { App } from '../../http/types.js';
@@ -45,6 +45,17 @@ export interface StreamSink {
  * With REDIS_URL the Redis adapter joins the nodes: a socket connected to another node is found
  * (fetchSockets) and reached (room of the socket id) from any node.
  */
+/** The Redis client and Socket.IO adapter, imported only when REDIS_URL is set (start-up time otherwise). */
+export interface RedisAdapterModules {
+  Redis: typeof Redis;
+  createAdapter: typeof createAdapter;
+}
+
+export async function loadRedisAdapterModules(): Promise<RedisAdapterModules> {
+  const [{ Redis: client }, { createAdapter: adapter }] = await Promise.all([import('ioredis'), import('@socket.io/redis-adapter')]);
+  return { Redis: client, createAdapter: adapter };
+}
+
 export class RealtimeGateway {
   readonly io: Server;
   private readonly redis: Redis[] = [];
@@ -52,9 +63,12 @@ export class RealtimeGateway {
   constructor(
     app: App,
     private readonly ctx: AppContext,
+    redisModules?: RedisAdapterModules,
   ) {
     this.io = new Server(app.server, { serveClient: false, transports: ['polling', 'websocket'] });
     if (ctx.config.redisUrl) {
+      if (!redisModules) throw new Error('REDIS_URL is set: load the Redis adapter first (loadRedisAdapterModules)');
+      const { Redis, createAdapter } = redisModules;
       const pub = new Redis(ctx.config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 });
       const sub = pub.duplicate();
       for (const r of [pub, sub]) r.on('error', (err) => ctx.log.warn({ err }, 'socket.io redis adapter connection error'));

@@ -6,7 +6,7 @@ import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
 import { createBlobStorage } from '../../providers/storage/index.js';
 import { envelope, errorResponses } from '../../shared/schemas.js';
-import { SUPPORTED_FORMATS } from './ingest/extract.js';
+import { SUPPORTED_FORMATS } from './ingest/formats.js';
 import { presentUpload, UploadSchema } from './uploads.presenters.js';
 import { ListUploadsQuery, PatchUploadBody, UploadEnvelope, UploadForm, UploadIdParams, UploadListEnvelope } from './uploads.schemas.js';
 import { UploadsService, type UploadPart } from './uploads.service.js';

@@ -1,7 +1,7 @@
 import { Type } from '@fastify/type-provider-typebox';
 import { UUID_PATTERN } from '../../shared/ids.js';
 import { Id, ListEnvelope, PageFields } from '../../shared/schemas.js';
-import { SUPPORTED_FORMATS } from './ingest/extract.js';
+import { SUPPORTED_FORMATS } from './ingest/formats.js';
 import { UploadSchema } from './uploads.presenters.js';
 
 export const UploadIdParams = Type.Object({ id: Id('Upload id') });

@@ -9,7 +9,7 @@ import { isUuid, newId } from '../../shared/ids.js';
 import { pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { findVisibleCollection, type CollectionRef } from './collections.repository.js';
-import { detectFormat, SUPPORTED_FORMATS, type Format } from './ingest/extract.js';
+import { detectFormat, SUPPORTED_FORMATS, type Format } from './ingest/formats.js';
 import { contentMismatch, SNIFF_BYTES } from './ingest/sniff.js';
 import { INGEST_MAX_ATTEMPTS, INGEST_QUEUE } from './ingest/pipeline.js';
 import * as repo from './uploads.repository.js';

@@ -9,7 +9,7 @@ import { activateUpload, findUploadById, lockUploadStatus, markIngestError, setI
 import { deleteChunksOf, finishUploadIndex, refreshPlannerStatistics, writeIndexedChunks, type ChunkToWrite } from '../../search/indexing.js';
 import { readEmbedderState, recordEmbedderIfAbsent } from '../../search/search.repository.js';
 import { LocalEmbedder } from '../../../providers/embeddings/local.js';
-import { ExtractionError, type ExtractLimits } from './extract.js';
+import { ExtractionError, type ExtractLimits } from './formats.js';
 import type { PreparedDocument, PrepareTask } from './prepare.js';
 import { SandboxFailure } from './sandbox.js';
 

@@ -18,7 +18,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { JobAbortedError } from '../../../platform/jobs.js';
-import { ExtractionError } from './extract.js';
+import { ExtractionError } from './formats.js';
 import type { PreparedDocument, PrepareTask } from './prepare.js';
 import type { SandboxPart, SandboxRequest, SandboxResponse } from './sandbox.process.js';
 
@@ -44,8 +44,13 @@ export class SandboxFailure extends Error {
   }
 }
 
-const BOOT = fileURLToPath(new URL('./sandbox-boot.mjs', import.meta.url));
-const ENTRY = new URL('./sandbox.process.ts', import.meta.url).href;
+/**
+ * From TypeScript sources (tsx) the child first registers tsx's loader (sandbox-boot.mjs), then loads
+ * the entry; from the built JavaScript (`npm run build`, dist/) it runs the entry itself.
+ */
+const FROM_SOURCE = import.meta.url.endsWith('.ts');
+const ENTRY = new URL(`./sandbox.process${FROM_SOURCE ? '.ts' : '.js'}`, import.meta.url);
+const FORK_ARGS: [string, string[]] = FROM_SOURCE ? [fileURLToPath(new URL('./sandbox-boot.mjs', import.meta.url)), [ENTRY.href]] : [fileURLToPath(ENTRY), []];
 const IDLE_MS = 60_000;
 const START_TIMEOUT_MS = 60_000;
 
@@ -148,7 +153,7 @@ export class IngestSandbox {
 
   private start(): Promise<void> {
     if (this.child && this.ready) return this.ready;
-    const child = fork(BOOT, [ENTRY], {
+    const child = fork(FORK_ARGS[0], FORK_ARGS[1], {
       execArgv: [`--max-old-space-size=${this.options.heapMb}`],
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],

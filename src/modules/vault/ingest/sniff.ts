@@ -5,7 +5,7 @@
  * signature, no NUL byte (UTF-16 with a byte-order mark excepted). PNG bytes named `notes.txt` are
  * refused instead of being indexed as text.
  */
-import type { Format } from './extract.js';
+import type { Format } from './formats.js';
 
 /** How many leading bytes are looked at. */
 export const SNIFF_BYTES = 4096;

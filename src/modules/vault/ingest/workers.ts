@@ -2,7 +2,7 @@ import type { AppContext } from '../../../context.js';
 import type { App } from '../../../http/types.js';
 import { Worker } from '../../../platform/jobs.js';
 import { createBlobStorage } from '../../../providers/storage/index.js';
-import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './extract.js';
+import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './formats.js';
 import { INGEST_QUEUE, ingestGiveUp, ingestJobHandler, type IngestDeps } from './pipeline.js';
 import { checkEmbedder } from './reembed.js';
 import { IngestSandbox } from './sandbox.js';
