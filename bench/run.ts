@@ -147,6 +147,11 @@ try {
         options: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
         target: { ratio: 0.8 },
       });
+    scenarios.push({
+      name: 'bare Fastify POST /branding (JSON body + schema, constant answer)',
+      url: bareUrl.replace(/\/hello$/, '/branding'),
+      options: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
+    });
   }
   const samples = new Map<string, Load[]>();
   if (scenarios.length > 0 || wanted('bare')) {
@@ -175,6 +180,12 @@ try {
         unit: '',
         ...(s.target ? { target: `≥ ${s.target.ratio}`, met: ratio >= s.target.ratio } : {}),
       });
+    }
+    const barePost = samples.get('bare Fastify POST /branding (JSON body + schema, constant answer)');
+    const branding = samples.get('POST /api/agent/branding');
+    if (barePost && branding) {
+      const ratio = median(branding.map((r) => r.reqPerSec)) / median(barePost.map((r) => r.reqPerSec));
+      record({ scenario: 'POST /api/agent/branding', metric: 'ratio to the bare POST', value: ratio, unit: '', note: 'the same body pipeline in both: what is left is the app' });
     }
   }
 
