@@ -6,7 +6,8 @@ import fastJson from 'fast-json-stringify';
 import { memoryParams } from '../src/db/schema.js';
 import { newId } from '../src/shared/ids.js';
 import { MemoryCache } from '../src/modules/memory/memory.cache.js';
-import type { MemoryWithInstitution } from '../src/modules/memory/memory.repository.js';
+import { USER_MEMORY_LIMIT, type MemoryWithInstitution } from '../src/modules/memory/memory.repository.js';
+import { mergeNewestFirst, newestFirst } from '../src/modules/memory/memory.service.js';
 import { MemoryListResponse } from '../src/modules/memory/memory.schemas.js';
 import { LocalInvalidationBus } from '../src/platform/invalidation.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
@@ -350,4 +351,22 @@ test('memory cache: bounded by rows held (oldest entry first), stale loads not s
   await cache.sharedOf('i3', load(1));
   assert.equal(loads, 5, 'the load that raced an invalidation was not stored');
   cache.close();
+});
+
+test('merging the lists of GET /api/user/memory gives the order of sorting them, limit included', () => {
+  // times in few distinct milliseconds (many ties, broken by id); ids not in time order half the time
+  let seed = 7;
+  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const row = () => ({ id: newId(), createdAt: new Date(1_700_000_000_000 + Math.floor(random() * 5)) }) as unknown as MemoryWithInstitution;
+  const sorted = (parts: MemoryWithInstitution[][]) => parts.flat().sort(newestFirst).slice(0, USER_MEMORY_LIMIT);
+  for (let round = 0; round < 200; round++) {
+    const parts = Array.from({ length: 2 + Math.floor(random() * 4) }, () => Array.from({ length: Math.floor(random() * 12) }, row));
+    // as the database returns them (newest first), except now and then a list in another order: the sort fallback
+    for (const p of parts) if (round % 5 !== 0) p.sort(newestFirst);
+    assert.deepEqual(mergeNewestFirst(parts), sorted(parts));
+  }
+  const big = [Array.from({ length: 3000 }, row).sort(newestFirst), Array.from({ length: 3000 }, row).sort(newestFirst)];
+  const merged = mergeNewestFirst(big);
+  assert.equal(merged.length, USER_MEMORY_LIMIT);
+  assert.deepEqual(merged, sorted(big));
 });
