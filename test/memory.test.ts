@@ -1,12 +1,16 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { eq } from 'drizzle-orm';
+// a dependency of Fastify (its default response serializer), imported here to check the list route against it
+import fastJson from 'fast-json-stringify';
 import { memoryParams } from '../src/db/schema.js';
 import { newId } from '../src/shared/ids.js';
 import { MemoryCache } from '../src/modules/memory/memory.cache.js';
-import type { MemoryWithInstitution } from '../src/modules/memory/memory.repository.js';
+import { USER_MEMORY_LIMIT, type MemoryWithInstitution } from '../src/modules/memory/memory.repository.js';
+import { mergeNewestFirst, newestFirst } from '../src/modules/memory/memory.service.js';
+import { MemoryListResponse } from '../src/modules/memory/memory.schemas.js';
 import { LocalInvalidationBus } from '../src/platform/invalidation.js';
-import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -123,6 +127,50 @@ describe('memory parameters', () => {
     const deleted = await call('DELETE', `/api/user/memory/${personal._id}`, tok.userA1);
     assert.equal(deleted.statusCode, 200);
     assert.equal(await rowExists(personal._id), false);
+  });
+
+  test('list is sent pre-serialized: byte for byte what the response schema serializer writes, for every point of view', async () => {
+    // a fresh institution, so that each list holds exactly the rows made here; strings that need escaping
+    const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Quote "Q" \\ Inst', ainame: 'Zoë', picture: 'https://cdn.example/p.png' });
+    const author = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [inst.id]: 'user' } });
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [inst.id]: 'user' } });
+    const instAdmin = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [inst.id]: 'admin' } });
+    const [at, mt, it] = await Promise.all([author, member, instAdmin].map(async (u) => (await login(t.app, u.email)).accessToken));
+
+    // in creation order; the list is newest first
+    const p1 = await create(at!, { key_name: 'p1', key_value: 'plain' });
+    const s1 = await create(at!, { key_name: 's1', key_value: 'line\nbreak "quoted" \\ tab\t', key_description: 'd', shared: true });
+    const p2 = await create(at!, { key_name: 'p2', key_value: 'é \u2028 😀 </script> \u0001', key_namespace: 'ns' });
+    const s2 = await create(at!, { key_name: 's2', key_value: 'x'.repeat(500), shared: true });
+    const s3 = await create(it!, { key_name: 's3', key_value: 'by the admin', shared: true });
+
+    // the object form (each row as the create route presented it) with the viewer's editable/isAuthor
+    const as = (row: any, editable: boolean, isAuthor: boolean) => ({ ...row, editable, isAuthor });
+    const serialize = fastJson(MemoryListResponse);
+    const views = {
+      author: { token: at!, data: [as(s3, false, false), as(s2, true, true), as(p2, true, true), as(s1, true, true), as(p1, true, true)] },
+      member: { token: mt!, data: [as(s3, false, false), as(s2, false, false), as(s1, false, false)] },
+      admin: { token: it!, data: [as(s3, true, true), as(s2, true, false), as(s1, true, false)] },
+    };
+    for (const [who, view] of Object.entries(views)) {
+      const expected = serialize({ success: true, data: view.data });
+      // twice: the second answer comes from the memoized row JSON
+      for (let i = 0; i < 2; i++) {
+        const res = await call('GET', '/api/user/memory', view.token);
+        assert.equal(res.statusCode, 200, res.body);
+        assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+        assert.equal(res.body, expected, `${who}, request ${i + 1}`);
+        assert.deepEqual(JSON.parse(res.body), JSON.parse(expected));
+      }
+    }
+    const authorRows = JSON.parse(serialize({ success: true, data: views.author.data })).data;
+    assert.deepEqual(authorRows.find((r: any) => r._id === p1._id).institution, { _id: '', name: '', ainame: '', picture: '', personal: true });
+    assert.deepEqual(authorRows.find((r: any) => r._id === s1._id).institution, { _id: inst.id, name: 'Quote "Q" \\ Inst', ainame: 'Zoë', picture: 'https://cdn.example/p.png' });
+
+    // an update changes the row's JSON for every viewer (a new row object in the cache)
+    await call('PUT', `/api/user/memory/${s1._id}`, at!, { key_value: 'changed' });
+    const seen = JSON.parse((await call('GET', '/api/user/memory', mt!)).body).data;
+    assert.equal(seen.find((r: any) => r._id === s1._id).key_value, 'changed');
   });
 
   test('admin listing of a user: grouped by institution, personal rows only for account-level admins, other tenants 404', async () => {
@@ -303,4 +351,22 @@ test('memory cache: bounded by rows held (oldest entry first), stale loads not s
   await cache.sharedOf('i3', load(1));
   assert.equal(loads, 5, 'the load that raced an invalidation was not stored');
   cache.close();
+});
+
+test('merging the lists of GET /api/user/memory gives the order of sorting them, limit included', () => {
+  // times in few distinct milliseconds (many ties, broken by id); ids not in time order half the time
+  let seed = 7;
+  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const row = () => ({ id: newId(), createdAt: new Date(1_700_000_000_000 + Math.floor(random() * 5)) }) as unknown as MemoryWithInstitution;
+  const sorted = (parts: MemoryWithInstitution[][]) => parts.flat().sort(newestFirst).slice(0, USER_MEMORY_LIMIT);
+  for (let round = 0; round < 200; round++) {
+    const parts = Array.from({ length: 2 + Math.floor(random() * 4) }, () => Array.from({ length: Math.floor(random() * 12) }, row));
+    // as the database returns them (newest first), except now and then a list in another order: the sort fallback
+    for (const p of parts) if (round % 5 !== 0) p.sort(newestFirst);
+    assert.deepEqual(mergeNewestFirst(parts), sorted(parts));
+  }
+  const big = [Array.from({ length: 3000 }, row).sort(newestFirst), Array.from({ length: 3000 }, row).sort(newestFirst)];
+  const merged = mergeNewestFirst(big);
+  assert.equal(merged.length, USER_MEMORY_LIMIT);
+  assert.deepEqual(merged, sorted(big));
 });

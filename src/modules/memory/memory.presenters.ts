@@ -44,3 +44,22 @@ export function presentMemory(row: MemoryWithInstitution, access: { editable: bo
     isAuthor: access.isAuthor,
   };
 }
+
+/**
+ * GET /api/user/memory sends pre-serialized JSON: once presentation was memoized, the remaining cost
+ * of the route was serializing the same rows through the response schema on every request (and
+ * allocating one object per row to do it). The JSON of a row is made once per row object and caller
+ * point of view (the 4 combinations of editable and isAuthor), lazily.
+ *
+ * JSON.stringify of presentMemory's literal gives exactly what the schema serializer of MemoryParam
+ * writes: the literal's keys are in schema order, every field is a string or a boolean, and
+ * `personal` is present only for personal rows (test/memory.test.ts compares the two byte for byte).
+ */
+const rowJson = new WeakMap<MemoryWithInstitution, Array<string | undefined>>();
+
+export function presentMemoryJson(row: MemoryWithInstitution, access: { editable: boolean; isAuthor: boolean }): string {
+  let variants = rowJson.get(row);
+  if (!variants) rowJson.set(row, (variants = [undefined, undefined, undefined, undefined]));
+  const i = (access.editable ? 2 : 0) + (access.isAuthor ? 1 : 0);
+  return (variants[i] ??= JSON.stringify(presentMemory(row, access)));
+}
