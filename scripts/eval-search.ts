@@ -151,6 +151,8 @@ async function main() {
       BOOTSTRAP_ADMIN_PASSWORD: password,
       SEARCH_RATE_LIMIT_PER_MINUTE: '100000',
       UPLOAD_RATE_LIMIT_PER_MINUTE: '100000',
+      // every document is a personal file of the one evaluation user: the quota must hold the collection
+      PERSONAL_MAX_FILES: String(Math.max(1000, col.docs.length)),
     },
     /server ready/,
     120_000,
