@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { QueryOptions, Results, RowMode } from '@electric-sql/pglite';
+import { siblingModule } from '../shared/sibling-module.js';
 
 /** Start data of the worker (pglite-worker.ts). */
 export interface WorkerStart {
@@ -47,9 +48,7 @@ export class RemotePGlite {
   readonly ready: Promise<void>;
 
   private constructor(start: WorkerStart) {
-    // Run from TypeScript sources (tsx): the worker needs the same loader, which tsx does not pass on.
-    const fromSource = import.meta.url.endsWith('.ts');
-    const url = new URL(`./pglite-worker${fromSource ? '.ts' : '.js'}`, import.meta.url);
+    const { url, fromSource } = siblingModule(import.meta.url, 'pglite-worker');
     this.worker = fromSource
       ? new Worker(
           `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(url.href)}); })`,

@@ -18,6 +18,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { JobAbortedError } from '../../../platform/jobs.js';
+import { siblingModule } from '../../../shared/sibling-module.js';
 import { ExtractionError } from './formats.js';
 import type { PreparedDocument, PrepareTask } from './prepare.js';
 import type { SandboxPart, SandboxRequest, SandboxResponse } from './sandbox.process.js';
@@ -48,9 +49,10 @@ export class SandboxFailure extends Error {
  * From TypeScript sources (tsx) the child first registers tsx's loader (sandbox-boot.mjs), then loads
  * the entry; from the built JavaScript (`npm run build`, dist/) it runs the entry itself.
  */
-const FROM_SOURCE = import.meta.url.endsWith('.ts');
-const ENTRY = new URL(`./sandbox.process${FROM_SOURCE ? '.ts' : '.js'}`, import.meta.url);
-const FORK_ARGS: [string, string[]] = FROM_SOURCE ? [fileURLToPath(new URL('./sandbox-boot.mjs', import.meta.url)), [ENTRY.href]] : [fileURLToPath(ENTRY), []];
+const ENTRY = siblingModule(import.meta.url, 'sandbox.process');
+const FORK_ARGS: [string, string[]] = ENTRY.fromSource
+  ? [fileURLToPath(new URL('./sandbox-boot.mjs', import.meta.url)), [ENTRY.url.href]]
+  : [fileURLToPath(ENTRY.url), []];
 const IDLE_MS = 60_000;
 const START_TIMEOUT_MS = 60_000;
 
