@@ -15,7 +15,8 @@ import type { InvalidationChannel } from './invalidation-channel.js';
  * memory-personal: personal memory rows of a user changed (id: the author).
  * memory-shared: shared memory rows of an institution changed (id: the institution).
  */
-export type InvalidationTopic = 'institution' | 'user' | 'memory-personal' | 'memory-shared';
+export const INVALIDATION_TOPICS = ['institution', 'user', 'memory-personal', 'memory-shared'] as const;
+export type InvalidationTopic = (typeof INVALIDATION_TOPICS)[number];
 
 export interface InvalidationMessage {
   /** Id of the changed record; `*` means every record of the topic (e.g. after a cascade delete). */
@@ -62,8 +63,6 @@ export interface CacheInvalidation {
 
 export const CACHE_RESET: CacheInvalidation = { topic: '*', id: ALL_RECORDS };
 
-const TOPICS: readonly InvalidationTopic[] = ['institution', 'user', 'memory-personal', 'memory-shared'];
-
 /** Topics over an invalidation channel: delivered here at once, and on every node the channel reaches. */
 export class ChannelInvalidationBus implements InvalidationBus {
   private readonly local = new LocalInvalidationBus();
@@ -87,8 +86,8 @@ export class ChannelInvalidationBus implements InvalidationBus {
 
   private apply(event: CacheInvalidation): void {
     // an event this version does not know (another node, newer or older) is treated as "drop everything"
-    const known = TOPICS.includes(event.topic as InvalidationTopic) && typeof event.id === 'string';
+    const known = (INVALIDATION_TOPICS as readonly string[]).includes(event.topic) && typeof event.id === 'string';
     if (known) this.local.deliver(event.topic as InvalidationTopic, { id: event.id });
-    else for (const topic of TOPICS) this.local.deliver(topic, { id: ALL_RECORDS });
+    else for (const topic of INVALIDATION_TOPICS) this.local.deliver(topic, { id: ALL_RECORDS });
   }
 }
