@@ -1,8 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { eq } from 'drizzle-orm';
-// a dependency of Fastify (its default response serializer), imported here to check the list route against it
-import fastJson from 'fast-json-stringify';
+// Fastify's own response serializer factory (the one the app uses), to check the list route against it
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import { memoryParams } from '../src/db/schema.js';
 import { newId } from '../src/shared/ids.js';
 import { MemoryCache } from '../src/modules/memory/memory.cache.js';
@@ -146,7 +146,7 @@ describe('memory parameters', () => {
 
     // the object form (each row as the create route presented it) with the viewer's editable/isAuthor
     const as = (row: any, editable: boolean, isAuthor: boolean) => ({ ...row, editable, isAuthor });
-    const serialize = fastJson(MemoryListResponse);
+    const serialize = SerializerSelector()({}, {})({ schema: MemoryListResponse, method: 'GET', url: '/api/user/memory', httpStatus: '200' });
     const views = {
       author: { token: at!, data: [as(s3, false, false), as(s2, true, true), as(p2, true, true), as(s1, true, true), as(p1, true, true)] },
       member: { token: mt!, data: [as(s3, false, false), as(s2, false, false), as(s1, false, false)] },
