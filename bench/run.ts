@@ -149,7 +149,7 @@ try {
       });
     scenarios.push({
       name: 'bare Fastify POST /branding (JSON body + schema, constant answer)',
-      url: bareUrl.replace(/\/hello$/, '/branding'),
+      url: `http://127.0.0.1:${barePort}/branding`,
       options: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
     });
   }
