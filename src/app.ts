@@ -131,9 +131,85 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   const clock = options.clock ?? systemClock;
   const ownsDatabase = !options.database;
   let onConnectionError: (err: Error) => void = () => undefined;
-  const database = options.database ?? (await openDatabase({ ...databaseOptionsFor(config), early: options.early, onConnectionError: (err) => onConnectionError(err) }));
-  if (!options.skipMigrations) await database.migrate();
+  // The database opens (in its worker thread, or over the network) while this thread sets up the HTTP
+  // side, which needs no database: at start-up on an existing data directory, opening PGlite is the
+  // longest step (bench/RESULTS.md), and the plugins and the OpenAPI document fit in its shadow.
+  const opening = options.database ? undefined : openDatabase({ ...databaseOptionsFor(config), early: options.early, onConnectionError: (err) => onConnectionError(err) });
+  // if the HTTP side fails first, the database that opens anyway is closed (its data directory lock released)
+  const closeOpening = () => opening?.then((db) => db.close()).catch(() => undefined);
 
+  opening?.catch(() => undefined); // observed below; not an unhandled rejection while the HTTP side is set up
+  let app: App;
+  try {
+    app = await httpApp(config, options.onRoute);
+  } catch (err) {
+    await closeOpening();
+    throw err;
+  }
+  onConnectionError = (err) => app.log.warn({ err }, 'a database connection failed (idle, or inside a transaction); the pool opens a new one');
+
+  let database: Database;
+  try {
+    database = options.database ?? (await opening!);
+    if (!options.skipMigrations) await database.migrate();
+  } catch (err) {
+    await closeOpening();
+    throw err;
+  }
+  const ownsChannel = !options.invalidationChannel;
+  const channel =
+    options.invalidationChannel ?? (await invalidationChannelFor<AuthInvalidation>(config, app, 'twin:auth-invalidation', { kind: 'all' }));
+  const ownsCacheChannel = !options.cacheInvalidationChannel;
+  const cacheChannel =
+    options.cacheInvalidationChannel ?? (await invalidationChannelFor<CacheInvalidation>(config, app, 'twin:cache-invalidation', CACHE_RESET));
+  const invalidation = new ChannelInvalidationBus(cacheChannel);
+  const ctx: AppContext = {
+    config,
+    database,
+    db: database.db,
+    clock,
+    tokens: new TokenService(config.jwtSecret, config.accessTokenTtlSeconds, config.refreshTokenTtlSeconds),
+    auth: {
+      cache: new AuthCache({ maxEntries: config.authCacheMaxEntries, ttlMs: config.authCacheTtlSeconds * 1000, channel }),
+      activity: new ActivityRecorder(database.db, app.log),
+    },
+    log: app.log,
+    // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
+    providers: lazyProviders(config, database, app, options.providers ?? {}),
+    invalidation,
+  };
+  app.decorate('ctx', ctx);
+  await healthRoutes(app, ctx);
+  const identity = await identityRoutes(app, ctx);
+  await tenancyRoutes(app, ctx);
+  await mfaRoutes(app, ctx, identity);
+  await vaultRoutes(app, ctx);
+  await memoryRoutes(app, ctx);
+  await settingsRoutes(app, ctx);
+  await brandingRoutes(app, ctx);
+  await cloudRoutes(app, ctx);
+  await ssoRoutes(app, ctx);
+  await adminSessionsRoutes(app, ctx);
+  await searchRoutes(app, ctx);
+  const realtime = new RealtimeGateway(app, ctx, config.redisUrl ? await loadRedisAdapterModules() : undefined);
+  app.decorate('realtime', realtime);
+  await conversationRoutes(app, ctx, realtime);
+
+  await ensureBootstrapAdmin(ctx);
+
+  app.addHook('onClose', async () => {
+    ctx.auth.cache.close();
+    if (ownsChannel) await channel.close();
+    invalidation.close();
+    if (ownsCacheChannel) await cacheChannel.close();
+    await ctx.auth.activity.flush();
+    if (ownsDatabase) await database.close();
+  });
+  return app;
+}
+
+/** The HTTP side: Fastify with its parsers, hooks, plugins and the OpenAPI document; nothing here needs the database. */
+async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute']): Promise<App> {
   // JSON only, so no content security policy is needed on the API (and /docs needs its inline script);
   // nosniff, frame and referrer protection on every answer; HSTS when configured (behind TLS). helmet's
   // headers, computed once, set by one hook into Fastify's own header object (written once with the
@@ -169,10 +245,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     // malformed request line) still answer with the contract's body.
     clientErrorHandler: clientErrorAnswerer(securityHeaders),
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
-  onConnectionError = (err) => app.log.warn({ err }, 'a database connection failed (idle, or inside a transaction); the pool opens a new one');
 
-  if (options.onRoute) {
-    const onRoute = options.onRoute;
+  if (onRoute) {
     app.addHook('onRoute', (route) => onRoute(route));
   }
   app.setValidatorCompiler(validatorCompilers());
@@ -204,29 +278,6 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     closing = true;
   });
 
-  const ownsChannel = !options.invalidationChannel;
-  const channel =
-    options.invalidationChannel ?? (await invalidationChannelFor<AuthInvalidation>(config, app, 'twin:auth-invalidation', { kind: 'all' }));
-  const ownsCacheChannel = !options.cacheInvalidationChannel;
-  const cacheChannel =
-    options.cacheInvalidationChannel ?? (await invalidationChannelFor<CacheInvalidation>(config, app, 'twin:cache-invalidation', CACHE_RESET));
-  const invalidation = new ChannelInvalidationBus(cacheChannel);
-  const ctx: AppContext = {
-    config,
-    database,
-    db: database.db,
-    clock,
-    tokens: new TokenService(config.jwtSecret, config.accessTokenTtlSeconds, config.refreshTokenTtlSeconds),
-    auth: {
-      cache: new AuthCache({ maxEntries: config.authCacheMaxEntries, ttlMs: config.authCacheTtlSeconds * 1000, channel }),
-      activity: new ActivityRecorder(database.db, app.log),
-    },
-    log: app.log,
-    // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
-    providers: lazyProviders(config, database, app, options.providers ?? {}),
-    invalidation,
-  };
-  app.decorate('ctx', ctx);
   app.decorateRequest('auth', null);
 
   registerErrorHandling(app);
@@ -290,32 +341,6 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   registerMetrics(app, { token: config.metricsToken });
-  await healthRoutes(app, ctx);
-  const identity = await identityRoutes(app, ctx);
-  await tenancyRoutes(app, ctx);
-  await mfaRoutes(app, ctx, identity);
-  await vaultRoutes(app, ctx);
-  await memoryRoutes(app, ctx);
-  await settingsRoutes(app, ctx);
-  await brandingRoutes(app, ctx);
-  await cloudRoutes(app, ctx);
-  await ssoRoutes(app, ctx);
-  await adminSessionsRoutes(app, ctx);
-  await searchRoutes(app, ctx);
-  const realtime = new RealtimeGateway(app, ctx, config.redisUrl ? await loadRedisAdapterModules() : undefined);
-  app.decorate('realtime', realtime);
-  await conversationRoutes(app, ctx, realtime);
-
-  await ensureBootstrapAdmin(ctx);
-
-  app.addHook('onClose', async () => {
-    ctx.auth.cache.close();
-    if (ownsChannel) await channel.close();
-    invalidation.close();
-    if (ownsCacheChannel) await cacheChannel.close();
-    await ctx.auth.activity.flush();
-    if (ownsDatabase) await database.close();
-  });
   return app;
 }
 

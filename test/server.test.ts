@@ -46,7 +46,7 @@ test('the server process drains in-flight requests on SIGTERM and exits cleanly'
 });
 
 /**
- * `npm start` runs the built JavaScript (scripts/build.mjs → dist/), not the TypeScript sources: the
+ * `npm start` runs the built JavaScript (scripts/build.mjs → dist/bundle/), not the TypeScript sources: the
  * parts that start other threads and processes from files next to their own (the PGlite worker, the
  * ingestion sandbox) and read files at run time (the migrations) must work from there too.
  */
@@ -56,7 +56,7 @@ test('the built server (dist/) starts, ingests a file in its sandbox and finds i
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const { child } = await startProcess(
-    ['dist/cli.js', 'serve'],
+    ['dist/bundle/cli.js', 'serve'],
     // PGLITE_WORKER: the database in its worker thread, as outside tests
     { DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'development', LOG_LEVEL: 'info', PGLITE_WORKER: 'true', BOOTSTRAP_ADMIN_EMAIL: 'dist@example.com', BOOTSTRAP_ADMIN_PASSWORD: 'dist-password-1' },
     /server ready/,
@@ -65,6 +65,15 @@ test('the built server (dist/) starts, ingests a file in its sandbox and finds i
   let exitCode: number | null;
   try {
     const token = (await api(base, 'POST', '/api/auth/login', { body: { email: 'dist@example.com', password: 'dist-password-1' } })).accessToken as string;
+    // the packages left out of the bundle because they read files next to their own code
+    const docs = await fetch(`${base}/docs/`);
+    assert.equal(docs.status, 200);
+    assert.match(await docs.text(), /swagger/i);
+    const openapi = (await (await fetch(`${base}/openapi.json`)).json()) as { paths: Record<string, unknown> };
+    assert.ok(openapi.paths['/api/user/files/search-content']);
+    const handshake = await fetch(`${base}/socket.io/?EIO=4&transport=polling`);
+    assert.equal(handshake.status, 200);
+    assert.match(await handshake.text(), /"sid"/);
     const text = 'The supersonic wind tunnel at Farnborough measured boundary layer transition on swept wings.\n'.repeat(20);
     const upload = await uploadThroughApi(base, token, 'tunnel.txt', new TextEncoder().encode(text));
     const file = await waitUntilIngested(base, token, upload._id, 120_000);
