@@ -13,7 +13,7 @@
 // dist/ is overwritten in place, not emptied first: a server already running from it may still fork
 // its ingestion sandbox or start its database worker from these files.
 import { build } from 'esbuild';
-import { cpSync, readdirSync, readFileSync } from 'node:fs';
+import { cpSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 
 const src = 'src';
@@ -76,8 +76,9 @@ const twinUrls = {
     });
   },
 };
-await build({
+const bundle = await build({
   entryPoints: [join(src, 'cli.ts')],
+  metafile: true,
   outdir: join(out, 'bundle'),
   bundle: true,
   splitting: true,
@@ -91,4 +92,12 @@ await build({
   // the CommonJS dependencies in the bundle require Node's built-ins through this
   banner: { js: "import { createRequire as __twinCreateRequire } from 'node:module'; const require = __twinCreateRequire(import.meta.url);" },
 });
+// chunks of earlier builds (hashed names) go once they are an hour old: a server started from one of
+// them before this build may still import its lazily loaded chunks for a while
+const current = new Set(Object.keys(bundle.metafile.outputs).map((path) => resolve(path)));
+const bundleDir = join(out, 'bundle');
+for (const name of readdirSync(bundleDir)) {
+  const path = resolve(bundleDir, name);
+  if (!current.has(path) && !current.has(path.replace(/\.map$/, '')) && Date.now() - statSync(path).mtimeMs > 3_600_000) rmSync(path);
+}
 console.log(`built ${out}/ in ${Math.round(performance.now() - started)} ms`);
