@@ -60,7 +60,15 @@ test('retrieve returns full chunk text, snippet, score, source and the upload; c
   assert.equal(none.uploadCount, 0);
 });
 
-test('regraph rebuilds a graph that is missing', async () => {
+const graphRows = async () => ({
+  mentions: await rowsOf(t.database.db, sql`select chunk_id, upload_id, name, kind, tf, rank from kg_mentions order by chunk_id, name`),
+  entities: await rowsOf(t.database.db, sql`select upload_id, name, kind, chunk_count from kg_entities order by upload_id, name`),
+  edges: await rowsOf(t.database.db, sql`select upload_id, a, b, weight from kg_edges order by upload_id, a, b`),
+});
+
+test('regraph rebuilds a graph that is missing, the same graph as ingestion wrote (its entities found in the sandbox)', async () => {
+  const ingested = await graphRows();
+  assert.ok(ingested.mentions.length > 0 && ingested.entities.length > 0 && ingested.edges.length > 0);
   await t.database.db.execute(sql`delete from kg_entities`);
   await t.database.db.execute(sql`delete from kg_edges`);
   await t.database.db.execute(sql`delete from kg_mentions`);
@@ -72,4 +80,5 @@ test('regraph rebuilds a graph that is missing', async () => {
   assert.ok(Number(n!.n) > 0);
   const after = await retrieve(t.app.ctx, await authOf(), 'Elodea', { limit: 5, methods: ['kag'] });
   assert.deepEqual(after.results.map((r) => r.uploadId), [ids.inChild]);
+  assert.deepEqual(await graphRows(), ingested);
 });

@@ -38,6 +38,8 @@ export interface ChunkToWrite {
   tokens: number;
   /** pgvector text form: `[0.1,0.2,...]` */
   embedding: string;
+  /** Its knowledge-graph entities when already found (ingestion finds them in its sandbox); else found on writing. */
+  mentions?: Mention[];
 }
 
 /**

@@ -162,6 +162,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
     );
     timings.extract = doc.timings.extract;
     timings.chunk = doc.timings.chunk;
+    timings.entities = doc.timings.entities;
     lap('prepare');
     checkAbort();
     const pieces = doc.chunks;
@@ -176,7 +177,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       for (let i = 0; i < pieces.length; i++) {
         const c = pieces[i]!;
         const v = Array.from(vectors.subarray(i * dims, (i + 1) * dims));
-        rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, embedding: vectorLiteral(v, dims) });
+        rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, mentions: c.mentions, embedding: vectorLiteral(v, dims) });
         if (i % 256 === 255) await yieldToEventLoop();
       }
       timings.embedInWorker = doc.timings.embed ?? 0;
@@ -193,7 +194,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
         );
         if (vectors.length !== batch.length) throw new Error(`embedder returned ${vectors.length} vectors for ${batch.length} texts`);
         batch.forEach((c, j) => {
-          rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, embedding: vectorLiteral(vectors[j]!, embedder.dimensions) });
+          rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, mentions: c.mentions, embedding: vectorLiteral(vectors[j]!, embedder.dimensions) });
         });
         await yieldToEventLoop();
         // progress at most every 250 ms: each write is a statement the API waits behind on PGlite

@@ -1,9 +1,10 @@
 /**
- * The CPU part of ingesting one file — extract the text, chunk it, and (with the local embedder)
- * embed the chunks — as one pure function of the bytes. It runs in a worker thread (sandbox.ts), never
+ * The CPU part of ingesting one file — extract the text, chunk it, find each chunk's knowledge-graph
+ * entities, and (with the local embedder) embed the chunks — as one pure function of the bytes. It runs in a worker thread (sandbox.ts), never
  * on the request loop: a hostile file can then cost at most that thread's heap and time budget.
  */
 import { LocalEmbedder } from '../../../providers/embeddings/local.js';
+import { extractEntities, type Mention } from '../../search/graph.js';
 import { chunkText } from './chunker.js';
 import { extractText, type ExtractLimits, type Format } from './extract.js';
 
@@ -21,6 +22,8 @@ export interface PreparedChunk {
   text: string;
   heading: string | null;
   tokens: number;
+  /** The chunk's knowledge-graph entities (search/graph.ts), found here rather than on the request loop. */
+  mentions: Mention[];
 }
 
 export interface PreparedDocument {
@@ -31,7 +34,7 @@ export interface PreparedDocument {
   vectors?: Float64Array;
   /** Id of the embedder that made `vectors`. */
   embedderId?: string;
-  timings: { extract: number; chunk: number; embed?: number };
+  timings: { extract: number; chunk: number; entities: number; embed?: number };
 }
 
 export async function prepareDocument(task: PrepareTask): Promise<PreparedDocument> {
@@ -45,9 +48,11 @@ export async function prepareDocument(task: PrepareTask): Promise<PreparedDocume
   const buffer = Buffer.from(task.bytes.buffer, task.bytes.byteOffset, task.bytes.byteLength);
   const doc = await extractText({ buffer, mimetype: task.mimetype, originalname: task.originalname }, task.limits);
   const extract = lap();
-  const chunks = chunkText(doc.text).map((c) => ({ index: c.index, text: c.text, heading: c.heading ?? null, tokens: c.tokens }));
+  const chunks = chunkText(doc.text).map((c) => ({ index: c.index, text: c.text, heading: c.heading ?? null, tokens: c.tokens, mentions: [] as Mention[] }));
   const chunk = lap();
-  const result: PreparedDocument = { format: doc.format, pages: doc.pages ?? null, chunks, timings: { extract, chunk } };
+  for (const c of chunks) c.mentions = extractEntities(c.text);
+  const entities = lap();
+  const result: PreparedDocument = { format: doc.format, pages: doc.pages ?? null, chunks, timings: { extract, chunk, entities } };
   if (task.localEmbedDimensions !== undefined && chunks.length > 0) {
     const embedder = new LocalEmbedder(task.localEmbedDimensions);
     const dims = embedder.dimensions;
