@@ -228,17 +228,24 @@ describe('memory parameters', () => {
     assert.equal(await rowExists(inA2._id), true);
     assert.equal(await rowExists(someoneElses._id), true);
 
-    // ids and filters together are refused; another account's admin gets 404, a plain user 403
-    expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: [personal._id], namespace: 'x' }), 400, 'VALIDATION_FAILED');
+    // ids with a filter: only the listed rows that match it (spec: with ids only those rows are deleted;
+    // the filter never widens the selection). The personal row is not in namespace 'x': skipped, kept.
+    const narrowed = await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: [personal._id], namespace: 'x' });
+    assert.equal(narrowed.statusCode, 200, narrowed.body);
+    assert.deepEqual({ deletedCount: narrowed.json().deletedCount, skippedCount: narrowed.json().skippedCount }, { deletedCount: 0, skippedCount: 1 });
+    const narrowedShared = await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: [personal._id, inA2._id], shared: true });
+    assert.deepEqual({ deletedCount: narrowedShared.json().deletedCount, skippedCount: narrowedShared.json().skippedCount }, { deletedCount: 1, skippedCount: 1 });
+    assert.equal(await rowExists(inA2._id), false);
+    // another account's admin gets 404, a plain user 403
     expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminB, { ids: [personal._id] }), 404, 'NOT_FOUND');
     expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.otherA1, { ids: [personal._id] }), 403, 'FORBIDDEN');
     expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, undefined, { ids: [personal._id] }), 401, 'UNAUTHENTICATED');
     expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: ['nope'] }), 400, 'VALIDATION_FAILED');
     assert.equal(await rowExists(personal._id), true);
 
-    // the account admin may delete both remaining rows
-    const all = (await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: [personal._id, inA2._id] })).json();
-    assert.equal(all.deletedCount, 2);
+    // the account admin may delete the remaining row
+    const all = (await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: [personal._id] })).json();
+    assert.equal(all.deletedCount, 1);
     assert.equal(all.skippedCount, 0);
   });
 

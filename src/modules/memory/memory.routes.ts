@@ -159,7 +159,7 @@ export async function memoryRoutes(app: App, ctx: AppContext): Promise<void> {
           'With `ids`: only those rows of this user, each re-authorized; ids of other users, unknown ids and rows you may not touch are ' +
           'skipped and counted in skippedCount. Without `ids`: the rows of this user selected by `namespace` and `shared` (both optional; ' +
           'no filter selects every row of the user), of which the ones you may not touch are skipped and counted. `ids` together with a ' +
-          `filter is a 400. One transaction; 200 {success, deletedCount, skippedCount, message}. ${ADMIN_ACCESS}`,
+          `filter: only the listed rows that also match it (the others are skipped and counted). One transaction; 200 {success, deletedCount, skippedCount, message}. ${ADMIN_ACCESS}`,
         security: SECURED,
         params: UserIdParams,
         body: BulkDeleteBody,
@@ -178,7 +178,8 @@ export async function memoryRoutes(app: App, ctx: AppContext): Promise<void> {
         summary: "Bulk hard delete of an institution's shared memory parameters",
         description:
           'Only shared rows of this institution. With `ids`: only those rows, each re-authorized (ids of other institutions, personal rows ' +
-          'and unknown ids are skipped and counted). Without: selected by `namespace` (and `shared`, which can only select shared rows here). ' +
+          'and unknown ids are skipped and counted; a filter given as well narrows them). Without: selected by `namespace` (and `shared`, ' +
+          'which can only select shared rows here). ' +
           `One transaction; 200 {success, deletedCount, skippedCount, message}. ${ADMIN_ACCESS}`,
         security: SECURED,
         params: InstIdParams,

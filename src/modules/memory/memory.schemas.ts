@@ -71,8 +71,8 @@ export const BulkDeleteBody = Type.Object({
       description: 'Only these rows (of this user / this institution), each re-authorized; rows you may not touch or that do not match are skipped and counted',
     }),
   ),
-  namespace: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Without ids: only rows of this namespace' })),
-  shared: Type.Optional(Type.Boolean({ description: 'Without ids: only shared (true) or only personal (false) rows' })),
+  namespace: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only rows of this namespace (with ids: narrows them)' })),
+  shared: Type.Optional(Type.Boolean({ description: 'Only shared (true) or only personal (false) rows (with ids: narrows them)' })),
 });
 export type BulkDeleteInput = Static<typeof BulkDeleteBody>;
 
