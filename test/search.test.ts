@@ -257,6 +257,38 @@ describe('knowledge graph maintenance', () => {
   });
 });
 
+describe('text without letters or digits (the zero vector: no cosine)', () => {
+  test('such a query, and searches over a file of such text, answer 200 without a dense score for it', async () => {
+    for (const query of ['!!!', '...', '<->', '" "', '( = + -']) {
+      const res = await search(tokens.a1!, { query });
+      assert.equal(res.statusCode, 200, `${query}: ${res.body}`);
+      for (const r of res.json().results) assert.equal(r.denseScore, null);
+    }
+    // a member puts such a file in the institution: everyone's searches there still work
+    const id = await put(tokens.a1admin!, 'punctuation', '!!! ??? ... --- *** ### !!! ???', { scope: 'instance' });
+    try {
+      for (const payload of [{ query: 'Hemlock Guild' }, { query: 'wind turbines', minScore: 0.05 }, { query: '!!!' }, { query: '??? ###', limit: 100 }]) {
+        const res = await search(tokens.a1!, payload);
+        assert.equal(res.statusCode, 200, `${JSON.stringify(payload)}: ${res.body}`);
+        for (const r of res.json().results) assert.ok(r.denseScore === null || Number.isFinite(r.denseScore));
+      }
+      const guild = (await search(tokens.a1!, { query: 'Hemlock Guild' })).json();
+      assert.ok(uploadIdsOf(guild).has(ids.guild!));
+      assert.ok(!uploadIdsOf(guild).has(id));
+    } finally {
+      const res = await t.app.inject({ method: 'DELETE', url: `/api/user/files/${id}`, headers: bearer(tokens.a1admin!) });
+      assert.equal(res.statusCode, 200, res.body);
+    }
+  });
+
+  test('a query is measured in characters: 500 emoji are accepted, 501 are not', async () => {
+    assert.equal((await search(tokens.a1!, { query: '😀'.repeat(500) })).statusCode, 200);
+    const over = await search(tokens.a1!, { query: '😀'.repeat(501) });
+    assert.equal(over.statusCode, 400, over.body);
+    assert.equal(over.json().error.code, 'VALIDATION_FAILED');
+  });
+});
+
 describe('rate limit', () => {
   test('the 21st request within a minute is a 429 with Retry-After for that user only', async () => {
     const limited = await startTestApp({ database: t.database });
@@ -275,5 +307,24 @@ describe('rate limit', () => {
     assert.ok(Number(refused.headers['retry-after']) > 0);
     const other = await send(tokens.a2!);
     assert.equal(other.statusCode, 200);
+  });
+
+  test('requests the route refuses (400, 403) do not use up the limit', async () => {
+    const limited = await startTestApp({ database: t.database });
+    after(() => limited.close());
+    const send = (token: string, payload: Record<string, unknown>) =>
+      limited.app.inject({ method: 'POST', url: '/api/user/files/search-content', headers: bearer(token), payload });
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const token = (await login(limited.app, user.email)).accessToken;
+    for (let i = 1; i <= 25; i++) {
+      const blank = await send(token, { query: '   ' });
+      assert.equal(blank.statusCode, 400, `blank ${i}: ${blank.body}`);
+      const tooLong = await send(token, { query: 'x'.repeat(501) });
+      assert.equal(tooLong.statusCode, 400, `too long ${i}: ${tooLong.body}`);
+      const method = await send(token, { query: 'turbines', method: 'dense' });
+      assert.equal(method.statusCode, 403, `method ${i}: ${method.body}`);
+    }
+    for (let i = 1; i <= 20; i++) assert.equal((await send(token, { query: 'turbines' })).statusCode, 200, `request ${i}`);
+    assert.equal((await send(token, { query: 'turbines' })).statusCode, 429);
   });
 });

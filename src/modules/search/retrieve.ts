@@ -121,7 +121,9 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   // the query vector is needed for minScore and the dense score of every result, even without the dense list
   const embedder = ctx.providers.embedder;
   const [v] = await embedder.embed([query]);
-  if (v) vector = vectorLiteral(v, embedder.dimensions);
+  // A query without letters or digits gets the zero vector from the local embedder: it has no direction,
+  // its cosine with anything is undefined (NaN in pgvector), so there is no dense side for it.
+  if (v && v.some((x) => x !== 0)) vector = vectorLiteral(v, embedder.dimensions);
 
   if (methods.has('dense') && vector) {
     const exact = options.exactDense ?? chunkCount <= EXACT_SCAN_MAX_CHUNKS;

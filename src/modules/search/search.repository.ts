@@ -203,7 +203,7 @@ export async function denseSearch(db: DbOrTx, scope: SQL, vector: string, k: num
              where c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null)
           select id, 1 - dist as score from d order by dist, id limit ${k}`,
     );
-    return rows.map((r) => ({ id: r.id, score: Number(r.score) }));
+    return finiteScores(rows);
   }
   return db.transaction(async (tx) => {
     await tx.execute(sql`set local hnsw.iterative_scan = relaxed_order`);
@@ -216,8 +216,16 @@ export async function denseSearch(db: DbOrTx, scope: SQL, vector: string, k: num
              order by c.embedding <=> ${vector}::vector limit ${k}) t
           order by score desc, id`,
     );
-    return rows.map((r) => ({ id: r.id, score: Number(r.score) }));
+    return finiteScores(rows);
   });
+}
+
+/**
+ * A stored zero vector (the local embedder's for a chunk without letters or digits) has no cosine with
+ * anything: pgvector answers NaN. Such rows are not similar to the query; they are left out.
+ */
+function finiteScores(rows: Array<{ id: string; score: number }>): Scored[] {
+  return rows.map((r) => ({ id: r.id, score: Number(r.score) })).filter((r) => Number.isFinite(r.score));
 }
 
 /** The query's lexemes (english configuration: stop words removed, Snowball stemming) with their frequency. */
@@ -399,7 +407,7 @@ export async function chunksForResults(db: DbOrTx, chunkIds: string[], vector: s
     db,
     sql`select c.id, c.upload_id, c.chunk_index, c.text, ${dense} as dense from chunks c where c.id = any(${textArray(chunkIds)}::text[])`,
   );
-  return rows.map((r) => ({ id: r.id, uploadId: r.upload_id, index: Number(r.chunk_index), text: r.text, dense: r.dense === null ? null : Number(r.dense) }));
+  return rows.map((r) => ({ id: r.id, uploadId: r.upload_id, index: Number(r.chunk_index), text: r.text, dense: r.dense === null || !Number.isFinite(Number(r.dense)) ? null : Number(r.dense) }));
 }
 
 export async function uploadRows(db: DbOrTx, ids: string[]): Promise<UploadRow[]> {

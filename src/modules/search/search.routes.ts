@@ -3,6 +3,7 @@ import { authOf, requireAuth, SECURED } from '../../http/auth.js';
 import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
 import { errorResponses } from '../../shared/schemas.js';
+import type { FastifyRequest } from 'fastify';
 import { SearchContentBody, SearchContentResponse } from './search.schemas.js';
 import { SearchService } from './search.service.js';
 
@@ -10,6 +11,14 @@ import { SearchService } from './search.service.js';
 export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
   const service = new SearchService(ctx);
   const { config } = ctx;
+  const checkSearch = (request: FastifyRequest) => {
+    try {
+      service.checkRequest(authOf(request), request.body as SearchContentBody);
+      return undefined;
+    } catch (err) {
+      return err as Error;
+    }
+  };
   const searchRate = limits(app, { max: config.searchRateLimitPerMinute, timeWindowMs: 60_000, key: (request) => `search-content:${authOf(request).userId}` });
 
   app.post(
@@ -42,7 +51,8 @@ export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
         response: { 200: SearchContentResponse, ...errorResponses(400, 401, 403, 429) },
       },
       preValidation: requireAuth(ctx),
-      preHandler: searchRate,
+      // the request's own 400s and 403 first: only requests the service accepts count against the limit
+      preHandler: [(request, _reply, done) => done(checkSearch(request)), searchRate],
     },
     async (request) => service.searchContent(authOf(request), request.body),
   );
