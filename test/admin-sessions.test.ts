@@ -162,4 +162,36 @@ describe('POST /api/admin/sessions', () => {
     expectInvalid(await list(tok.root, { usersearch: 7 }), 'usersearch');
     assert.equal((await list(tok.root, { pageSize: 5000 })).statusCode, 200);
   });
+
+  test('daterange entries the date-time format accepts but no timestamp can hold: 400 naming the entry, never a 500', async () => {
+    const valid = '2026-01-01T00:00:00Z';
+    const cases: Array<[string, string]> = [
+      ['2026-11-24T23:59:60Z', 'a leap second: an Invalid Date'],
+      ['2026-11-24T10:00:00+01', 'an offset without minutes: an Invalid Date'],
+      ['0000-01-01T00:00:00Z', 'year 0'],
+      ['0001-01-01T00:30:00+01:00', 'year 0 once in UTC'],
+      ['9999-12-31T23:59:59-14:00', 'year 10000 once in UTC'],
+    ];
+    for (const [text, why] of cases) {
+      for (const [daterange, field] of [
+        [[text, valid], 'daterange.0'],
+        [[valid, text], 'daterange.1'],
+      ] as const) {
+        const res = await list(tok.root, { daterange });
+        assert.equal(res.statusCode, 400, `${why} at ${field}: ${res.body}`);
+        const body = res.json();
+        assert.deepEqual(Object.keys(body).sort(), ['error', 'message', 'success'], res.body);
+        assert.equal(body.success, false);
+        assert.equal(typeof body.message, 'string');
+        assert.equal(body.error.code, 'VALIDATION_FAILED');
+        assert.deepEqual(body.error.details.map((d: any) => d.field), [field], res.body);
+      }
+    }
+    // the edges of the years 1..9999 (UTC) are still accepted
+    const edges = await list(tok.root, { daterange: ['0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999Z'] });
+    assert.equal(edges.statusCode, 200, edges.body);
+    assert.ok(edges.json().data.some((s: any) => s._id === oldSessionId), 'the widest range holds every session');
+    const offsets = await list(tok.root, { daterange: ['0001-01-01T01:00:00+01:00', '9999-12-31T23:59:59+00:00'] });
+    assert.equal(offsets.statusCode, 200, offsets.body);
+  });
 });

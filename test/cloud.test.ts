@@ -99,6 +99,24 @@ describe('cloud-services token: store encrypted, revoke best effort', () => {
     assert.match((await stored(w.a1.id)).accessToken, /^v1\./);
   });
 
+  test('store: an expiresAt the date-time format accepts but no timestamp can hold is a 400 naming it, and stores nothing', async () => {
+    const before = await stored(w.b1.id);
+    for (const expiresAt of ['2026-12-31T23:59:60Z', '2026-12-31T10:00:00+01', '0000-01-01T00:00:00Z', '9999-12-31T23:59:59-14:00']) {
+      const res = await store(w.b1.id, tok.adminB, { provider: 'okdrive', accessToken: 'access-SECRET-2', expiresAt });
+      assert.equal(res.statusCode, 400, `${expiresAt}: ${res.body}`);
+      const body = res.json();
+      assert.deepEqual(Object.keys(body).sort(), ['error', 'message', 'success'], res.body);
+      assert.equal(body.success, false);
+      assert.equal(typeof body.message, 'string');
+      assert.equal(body.error.code, 'VALIDATION_FAILED');
+      assert.deepEqual(body.error.details.map((d: any) => d.field), ['expiresAt'], res.body);
+      assert.deepEqual(await stored(w.b1.id), before, 'nothing stored');
+    }
+    const edge = await store(w.b1.id, tok.adminB, { provider: 'okdrive', accessToken: 'access-SECRET-2', expiresAt: '9999-12-31T23:59:59+00:00' });
+    assert.equal(edge.statusCode, 200, edge.body);
+    assert.equal(edge.json().data.expiresAt, '9999-12-31T23:59:59.000Z');
+  });
+
   test('revoke: refused callers change nothing; the provider receives the tokens; the field is removed', async () => {
     assert.equal((await revoke(w.a1.id)).statusCode, 401);
     assert.equal((await revoke(w.a1.id, tok.userA1)).statusCode, 403);

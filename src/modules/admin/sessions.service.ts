@@ -1,4 +1,5 @@
 import type { AppContext } from '../../context.js';
+import { dateTimeField } from '../../shared/date-time-field.js';
 import { badField } from '../../shared/errors.js';
 import { isUuid } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
@@ -39,8 +40,8 @@ export class AdminSessionsService {
     const { page, pageSize, limit, offset } = pageWindow({ page: input.page, pageSize: input.pageSize ?? input.limitsearch });
     const now = this.ctx.clock.now();
     const [fromText, toText] = input.daterange ?? [];
-    const from = fromText ? new Date(fromText) : new Date(now.getTime() - DEFAULT_RANGE_MS);
-    const to = toText ? new Date(toText) : now;
+    const from = fromText ? dateTimeField('daterange.0', fromText) : new Date(now.getTime() - DEFAULT_RANGE_MS);
+    const to = toText ? dateTimeField('daterange.1', toText) : now;
     if (from.getTime() > to.getTime()) throw badField('daterange', 'daterange must be [startDate, endDate] with startDate not after endDate');
     const usersearch = input.usersearch?.trim() ? input.usersearch : undefined;
     const { rows, total } = await listSessions(

@@ -27,7 +27,7 @@ export async function cloudRoutes(app: App, ctx: AppContext): Promise<void> {
         description:
           'Stores {provider, accessToken, refreshToken?, expiresAt?} under cloudServices.cloudprovider, replacing what was there. Tokens are ' +
           'encrypted at rest (AES-256-GCM, key from ENCRYPTION_KEY) and never returned: institution records show only provider, connected ' +
-          `and expiresAt. provider must have a revoke URL in CLOUD_REVOKE_URLS (400 otherwise). Replacing a stored token does not revoke the old one at the provider (it may belong to the same grant); use the revoke route first to end it. ${ACCESS}`,
+          `and expiresAt. provider must have a revoke URL in CLOUD_REVOKE_URLS (400 otherwise). expiresAt that is a leap second (23:59:60), has an offset without minutes, or falls outside the years 1 to 9999 in UTC is a 400. Replacing a stored token does not revoke the old one at the provider (it may belong to the same grant); use the revoke route first to end it. ${ACCESS}`,
         security: SECURED,
         params: IdParams,
         body: StoreCloudProviderBody,

@@ -1,5 +1,6 @@
 import type { AppContext } from '../../context.js';
 import { decryptSecret, encryptSecret } from '../../shared/crypto.js';
+import { dateTimeField } from '../../shared/date-time-field.js';
 import { badField, notFound } from '../../shared/errors.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { findInstitution } from '../tenancy/tenancy.repository.js';
@@ -24,7 +25,7 @@ export class CloudService {
     if (!known.includes(input.provider)) throw badField('provider', `provider must be one of ${known.join(', ')} (CLOUD_REVOKE_URLS)`);
     const key = this.ctx.config.encryptionKey;
     const now = this.ctx.clock.now();
-    const expiresAt = input.expiresAt ? new Date(input.expiresAt).toISOString() : undefined;
+    const expiresAt = input.expiresAt ? dateTimeField('expiresAt', input.expiresAt).toISOString() : undefined;
     const entry: repo.StoredCloudProvider = {
       provider: input.provider,
       accessToken: encryptSecret(key, input.accessToken),

@@ -65,7 +65,15 @@ export class RealtimeGateway {
     private readonly ctx: AppContext,
     redisModules?: RedisAdapterModules,
   ) {
-    this.io = new Server(app.server, { serveClient: false, transports: ['polling', 'websocket'] });
+    // Socket.IO answers /socket.io/ before Fastify sees the request, so @fastify/cors never applies there:
+    // the same allow-list is given to Socket.IO itself (with credentials, as for the API). Without
+    // CORS_ORIGINS no CORS headers are sent, as on every other route; never `*`.
+    const { corsOrigins } = ctx.config;
+    this.io = new Server(app.server, {
+      serveClient: false,
+      transports: ['polling', 'websocket'],
+      ...(corsOrigins.length > 0 ? { cors: { origin: [...corsOrigins], credentials: true } } : {}),
+    });
     if (ctx.config.redisUrl) {
       if (!redisModules) throw new Error('REDIS_URL is set: load the Redis adapter first (loadRedisAdapterModules)');
       const { Redis, createAdapter } = redisModules;
