@@ -424,6 +424,57 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal((await ask(tok.userA1!, { inputs: ['hi'], requestArgs: { assistantId } })).statusCode, 200);
   });
 
+  test('institutionPublicId: retrieval and the vault_search tool search the asked institution (the role there from its membership), not the current one', async () => {
+    // A member of two institutions of one account: North (current, admin there) and South (user there), a file in each.
+    const north = await makeInstitution(t.database, w.accountA.id, { name: 'North Campus', ainame: 'Boreas' });
+    const south = await makeInstitution(t.database, w.accountA.id, { name: 'South Campus', ainame: 'Notus' });
+    await t.database.db.execute(sql`update institutions set credits = 100 where id in (${north.id}, ${south.id})`);
+    const both = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [north.id]: 'admin', [south.id]: 'user' } });
+    const token = (await login(t.app, both.email)).accessToken;
+    const northFile = await uploadOk(t.app, token, { name: 'north-glaciers.txt', content: 'Glacier valleys near the North Campus are U-shaped, carved by moving ice.\n', type: 'text/plain' }, { scope: 'instance' });
+    const southFile = await uploadOk(t.app, token, { name: 'south-glaciers.txt', content: 'Glacier valleys near the South Campus are hanging valleys above the fjords.\n', type: 'text/plain' }, { scope: 'instance', institution: south.id });
+    for (const f of [northFile, southFile]) assert.equal((await waitForIngestion(t.app, token, f._id)).status, 'active');
+    const systemPrompt = () => stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages[0].content as string;
+    stub.setChatHandler(null);
+
+    // Without institutionPublicId: the current institution (North) is searched.
+    const atHome = await ask(token, { inputs: ['What shape are the glacier valleys?'] });
+    assert.equal(atHome.statusCode, 200, atHome.body);
+    assert.match(systemPrompt(), /\(north-glaciers\.txt, part 1\)\nGlacier valleys near the North Campus/);
+    assert.doesNotMatch(systemPrompt(), /south-glaciers\.txt|South Campus/);
+
+    // Asked in South: South's file grounds the answer, North's does not; billed and recorded in South with the South role.
+    const southBefore = await balance('institutions', south.id);
+    const inSouth = await ask(token, { inputs: ['What shape are the glacier valleys?'], requestArgs: { institutionPublicId: south.publicId } });
+    assert.equal(inSouth.statusCode, 200, inSouth.body);
+    assert.match(systemPrompt(), /\(south-glaciers\.txt, part 1\)\nGlacier valleys near the South Campus/);
+    assert.doesNotMatch(systemPrompt(), /north-glaciers\.txt|North Campus/);
+    assert.ok((await balance('institutions', south.id)) < southBefore, 'South pays');
+    const rec = await historyRow(inSouth.json().historyId);
+    assert.equal(rec!.institution_id, south.id);
+    assert.equal(rec!.role_name, 'user', 'the role of the membership in South, not the admin role of North');
+
+    // The vault_search tool searches the same scope (an assistant of South offering every tool).
+    const created = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(token), payload: { name: 'Geo', institution: south.id, assistantToolMode: 'all' } });
+    assert.equal(created.statusCode, 201, created.body);
+    stub.setChatHandler(({ body }) => {
+      const last = body.messages.at(-1);
+      if (last.role === 'tool') return { content: `Found: ${last.content}` };
+      return { content: '', toolCalls: [{ name: 'vault_search', arguments: '{"query":"glacier valleys"}' }] };
+    });
+    const tooled = await ask(token, { inputs: ['Look up the glacier valleys'], requestArgs: { institutionPublicId: south.publicId, assistantId: created.json().data._id, ragIgnore: true } });
+    assert.equal(tooled.statusCode, 200, tooled.body);
+    const toolRec = await historyRow(tooled.json().historyId);
+    assert.equal(toolRec!.tool_calls[0].tool, 'vault_search');
+    assert.match(toolRec!.tool_calls[0].response, /south-glaciers\.txt/);
+    assert.doesNotMatch(toolRec!.tool_calls[0].response, /north-glaciers\.txt|North Campus/);
+    stub.setChatHandler(null);
+
+    // Still no way into an institution without a membership there.
+    const foreign = await ask(token, { inputs: ['What shape are the glacier valleys?'], requestArgs: { institutionPublicId: w.a2.publicId } });
+    assert.equal(foreign.statusCode, 403, foreign.body);
+  });
+
   test("the institution's conversation model is asked for, priced and recorded; o-series models get max_completion_tokens", async () => {
     await t.database.db.execute(sql`update institutions set conversation_model = 'o3-mini' where id = ${w.a1.id}`);
     try {

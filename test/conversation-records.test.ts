@@ -75,6 +75,47 @@ describe('conversation records: histories, assistants, admin listings', () => {
     assert.deepEqual(inputsOf(await histories_(tok.userA1!, { historyId: ids['someone else'], allInstitutions: true })), []);
   });
 
+  test('historyId finds the caller\'s record wherever it was asked, unless institution narrows it; never another user\'s', async () => {
+    // The default listing (current institution a1) does not hold these records...
+    assert.ok(!inputsOf(await histories_(tok.userA1!)).includes('in a2'));
+    // ...but by id they are found: another institution, the personal space, an institution left since.
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { historyId: ids['in a2'] })), ['in a2']);
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { historyId: ids['personal one'] })), ['personal one']);
+    await record('asked in b1 before leaving it', { userId: w.userA1.id, accountId: w.accountB.id, institutionId: w.b1.id, minutes: 8 });
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { historyId: ids['asked in b1 before leaving it'] })), ['asked in b1 before leaving it']);
+    // An explicit institution still narrows the lookup.
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { historyId: ids['in a2'], institution: w.a2.id })), ['in a2']);
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { historyId: ids['in a2'], institution: w.a1.id })), []);
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { historyId: ids['in a2'], institution: null })), []);
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { historyId: ids['personal one'], institution: null })), ['personal one']);
+    // Tenant isolation: another user's record is never found by id, in or out of its institution.
+    const foreign = await histories_(tok.userA1!, { historyId: ids['someone else'] });
+    assert.equal(foreign.statusCode, 200, foreign.body);
+    assert.deepEqual(inputsOf(foreign), []);
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { historyId: ids['someone else'], institution: w.b1.id })), []);
+    assert.deepEqual(inputsOf(await histories_(tok.userB1!, { historyId: ids['in a2'] })), []);
+    assert.deepEqual(inputsOf(await histories_(tok.userB1!, { historyId: ids['someone else'] })), ['someone else']);
+  });
+
+  test('before/after: values past 9999-12-31T23:59:59.999Z are a 400 VALIDATION_FAILED, the last representable one a 200', async () => {
+    for (const body of [{ before: 253402300800000 }, { after: 253402300800000 }, { before: 8640000000000000 }, { after: 8640000000000000 }, { before: -1 }]) {
+      const res = await histories_(tok.userA1!, body);
+      assert.equal(res.statusCode, 400, `${JSON.stringify(body)}: ${res.body}`);
+      const err = res.json();
+      assert.equal(err.success, false);
+      assert.equal(typeof err.message, 'string');
+      assert.equal(err.error.code, 'VALIDATION_FAILED');
+      assert.ok(Array.isArray(err.error.details) && err.error.details.length > 0, res.body);
+    }
+    const latest = await histories_(tok.userA1!, { before: 253402300799999 });
+    assert.equal(latest.statusCode, 200, latest.body);
+    assert.deepEqual(inputsOf(latest), ['first in a1', 'second in a1 no course', 'third in a1 course 5', 'Fourth LONG']);
+    const none = await histories_(tok.userA1!, { after: 253402300799999 });
+    assert.equal(none.statusCode, 200, none.body);
+    assert.deepEqual(inputsOf(none), []);
+    assert.equal((await histories_(tok.userA1!, { after: 0 })).statusCode, 200);
+  });
+
   test('search is a case-insensitive regex over inputs and outputs; invalid or back-referencing patterns are 400', async () => {
     assert.deepEqual(inputsOf(await histories_(tok.userA1!, { search: 'fourth|^FIRST' })), ['first in a1', 'Fourth LONG']);
     assert.deepEqual(inputsOf(await histories_(tok.userA1!, { search: 'ANSWER third' })), ['third in a1 course 5']);

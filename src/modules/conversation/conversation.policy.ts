@@ -140,3 +140,20 @@ export function assertOwnHistory(p: Principal, record: { userId: string } | unde
 export function assertAskIn(p: Principal, institutionId: string): void {
   if (!p.memberships.has(institutionId)) throw forbidden('You are not enrolled in this institution');
 }
+
+/**
+ * The caller as it acts inside the institution a Q&A request is asked in (null: the personal space):
+ * what retrieval and the tools see. Asking in an institution requires enrolment there (assertAskIn),
+ * and only the working institution changes: the global role and the memberships stay the caller's own,
+ * so the caller's role in that institution is the one of its membership there (never the current
+ * institution's), and nothing is widened: the search scope (search.policy) is the asked institution's
+ * instance files, the account-scope files of its account and the caller's personal files, always
+ * within the vault's visibility.
+ * Without an institution the caller has none either: the personal space searches personal files and
+ * the account-scope files of the caller's own account.
+ */
+export function actingIn<P extends AuthContext>(p: P, institutionId: string | null): P {
+  if (institutionId === null) return p.institutionId === null ? p : { ...p, institutionId: null };
+  assertAskIn(p, institutionId);
+  return p.institutionId === institutionId ? p : { ...p, institutionId };
+}

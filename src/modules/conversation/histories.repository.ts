@@ -90,7 +90,11 @@ const VIEW = sql`select h.*, a.name as a_name, a.liked_count as a_liked_count, a
 
 export interface HistoryQuery {
   userId: string;
-  /** undefined: every institution given in `institutionIds` plus the personal space. */
+  /**
+   * The institution of the records (null: the personal space). Not given: with `institutionIds`, those
+   * institutions plus the personal space; without them, any institution (only for a `historyId`
+   * lookup: the `userId` condition still keeps the records the caller's own).
+   */
   institutionId?: string | null;
   /** allInstitutions: these institutions plus personal records. */
   institutionIds?: readonly string[];
@@ -106,7 +110,8 @@ export interface HistoryQuery {
 function scopeConditions(q: HistoryQuery): SQL[] {
   const c: SQL[] = [sql`h.user_id = ${q.userId}`];
   if (q.institutionIds) c.push(sql`(h.institution_id is null or ${inList(sql.raw('h.institution_id'), q.institutionIds)})`);
-  else c.push(q.institutionId ? sql`h.institution_id = ${q.institutionId}` : sql`h.institution_id is null`);
+  else if (q.institutionId !== undefined) c.push(q.institutionId ? sql`h.institution_id = ${q.institutionId}` : sql`h.institution_id is null`);
+  else if (!q.historyId) throw new Error('listHistories: an institution scope is required unless one record is looked up by id');
   if (q.courseId !== undefined && !q.institutionIds) {
     c.push(q.courseId === 0 ? sql`(h.course_id = 0 or h.course_id is null)` : sql`h.course_id = ${q.courseId}`);
   }

@@ -85,13 +85,16 @@ export class HistoriesService {
   async list(auth: AuthContext, input: HistoriesInput) {
     if (input.search !== undefined) await this.checkPattern(input.search);
     const all = input.allInstitutions === true;
-    const institutionId = input.institution === undefined ? auth.institutionId : input.institution;
     // Only the caller's own records are ever read (user_id filter), whatever institution is named.
+    // One record asked by id is found wherever it was asked (another institution, the personal space,
+    // before an institution switch), unless `institution` (or allInstitutions) narrows it explicitly.
+    const byIdAnywhere = input.historyId !== undefined && input.institution === undefined && !all;
+    const institutionId = input.institution === undefined ? auth.institutionId : input.institution;
     const { rows, total, totalInScope } = await repo.listHistories(
       this.ctx.db,
       {
         userId: auth.userId,
-        ...(all ? { institutionIds: [...auth.memberships.keys()] } : { institutionId: institutionId ?? null }),
+        ...(all ? { institutionIds: [...auth.memberships.keys()] } : byIdAnywhere ? {} : { institutionId: institutionId ?? null }),
         courseId: input.course_id,
         before: input.before !== undefined ? new Date(input.before) : undefined,
         after: input.after !== undefined ? new Date(input.after) : undefined,

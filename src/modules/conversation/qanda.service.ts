@@ -8,7 +8,7 @@ import type { RealtimeGateway, StreamSink } from '../realtime/gateway.js';
 import { retrieve } from '../search/retrieve.js';
 import * as assistantsRepo from './assistants.repository.js';
 import { ContentFilter } from './content-filter.js';
-import { assertAskIn, assertUseAssistant } from './conversation.policy.js';
+import { actingIn, assertUseAssistant } from './conversation.policy.js';
 import { extendReservation, reserveCredits, settleCredits, type Payer } from './credits.repository.js';
 import * as historiesRepo from './histories.repository.js';
 import { loadMemoryParameters } from './memory.js';
@@ -80,7 +80,8 @@ export class QandaService {
       if (!found) throw notFound('Institution');
       institutionId = found;
     }
-    if (institutionId) assertAskIn(auth, institutionId);
+    // The caller as it acts in the institution asked in (enrolment checked): what retrieval and the tools search.
+    const asker = actingIn(auth, institutionId ?? null);
     const institution = institutionId ? await assistantsRepo.findInstitutionSwitches(ctx.db, institutionId) : undefined;
     if (institutionId && !institution) throw notFound('Institution');
     if (institution && institution.status !== 'active') throw forbidden('This institution is not active');
@@ -104,10 +105,10 @@ export class QandaService {
         ? await historiesRepo.threadTurns(ctx.db, { userId: auth.userId, institutionId: institutionId ?? null, courseId, assistantId: assistant?.id ?? null }, historyCount)
         : [];
 
-    const memory = await loadMemoryParameters(ctx, auth, institutionId ?? null);
+    const memory = await loadMemoryParameters(ctx, asker, institutionId ?? null);
     const collectionIds = assistant && assistant.ragCollections.length > 0 ? assistant.ragCollections : undefined;
     const search = async (query: string, limit: number): Promise<PromptPassage[]> => {
-      const found = await retrieve(ctx, auth, query, { limit, ...(collectionIds ? { collectionIds } : {}) });
+      const found = await retrieve(ctx, asker, query, { limit, ...(collectionIds ? { collectionIds } : {}) });
       // The dense side ranks every chunk of a small scope, so a passage grounds an answer only when the
       // text or the graph matched it, or its cosine clears a floor: otherwise `ragOnly` would answer
       // from whatever happens to be nearest.
@@ -261,7 +262,7 @@ export class QandaService {
         // Tool round: run the calls, then reserve the next call's maximum before making it.
         messages.push({ role: 'assistant', content: result.text, toolCalls: result.toolCalls });
         for (const call of result.toolCalls) {
-          const response = await this.runToolCall(call, search, auth, institutionId ?? null, timezone);
+          const response = await this.runToolCall(call, search, asker, institutionId ?? null, timezone);
           toolRecords.push({ tool: call.name, arguments: parseArguments(call.arguments), response });
           messages.push({ role: 'tool', content: response, toolCallId: call.id });
         }
