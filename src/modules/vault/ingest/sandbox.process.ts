@@ -17,8 +17,9 @@ export type SandboxResponse =
  * Chunks per IPC message. The parent deserializes each message on its request loop in one go: a whole
  * 10 MB document (6,400 chunks and their vectors, ~30 MB) was one stall of about 100 ms there
  * (bench: p99 of /healthz during the extracting stage); a part of this size is a few milliseconds.
+ * 64, not 256, since each chunk also carries its knowledge-graph mentions (~46 small objects).
  */
-const PART_CHUNKS = 256;
+const PART_CHUNKS = 64;
 
 const send = process.send?.bind(process);
 if (!send) throw new Error('sandbox.process.ts must run in a forked process');
