@@ -135,25 +135,17 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   // side, which needs no database: at start-up on an existing data directory, opening PGlite is the
   // longest step (bench/RESULTS.md), and the plugins and the OpenAPI document fit in its shadow.
   const opening = options.database ? undefined : openDatabase({ ...databaseOptionsFor(config), early: options.early, onConnectionError: (err) => onConnectionError(err) });
-  // if the HTTP side fails first, the database that opens anyway is closed (its data directory lock released)
-  const closeOpening = () => opening?.then((db) => db.close()).catch(() => undefined);
-
   opening?.catch(() => undefined); // observed below; not an unhandled rejection while the HTTP side is set up
   let app: App;
-  try {
-    app = await httpApp(config, options.onRoute);
-  } catch (err) {
-    await closeOpening();
-    throw err;
-  }
-  onConnectionError = (err) => app.log.warn({ err }, 'a database connection failed (idle, or inside a transaction); the pool opens a new one');
-
   let database: Database;
   try {
+    app = await httpApp(config, options.onRoute);
+    onConnectionError = (err) => app.log.warn({ err }, 'a database connection failed (idle, or inside a transaction); the pool opens a new one');
     database = options.database ?? (await opening!);
     if (!options.skipMigrations) await database.migrate();
   } catch (err) {
-    await closeOpening();
+    // the database this opened (opening anyway, or failing its migrations) is closed: its data directory lock is released
+    await opening?.then((db) => db.close()).catch(() => undefined);
     throw err;
   }
   const ownsChannel = !options.invalidationChannel;
