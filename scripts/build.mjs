@@ -2,9 +2,10 @@
 // 1. One .js file per .ts file of src/ (esbuild strips the types; the sources are isolatedModules, so no
 //    file needs another to be transpiled), plus the SQL migrations. The PGlite worker thread and the
 //    ingestion sandbox process start from these files.
-// 2. dist/cli.js, what `npm start` runs, replaced by one bundle of the server and most of its
-//    dependencies. Node 20 has no module compile cache, and resolving, reading and compiling the ~1,800
-//    files the server imports was most of its start-up (bench/RESULTS.md: module loading 1.2 s of 2 s).
+// 2. dist/bundle/, what `npm start` runs (dist/bundle/cli.js): the server and most of its dependencies
+//    in a few files (esbuild with code splitting; the entry chunk is small, so cli.ts starts the PGlite
+//    worker before the server's chunk loads). Node 20 has no module compile cache, and resolving, reading
+//    and compiling the ~1,800 files the server imports was most of its start-up (bench/RESULTS.md).
 //    In the bundle, each source file's `import.meta.url` is the URL of its file-per-file twin of (1),
 //    so the files it locates next to itself (the worker, the sandbox, the migrations) are found as in (1).
 //    External: packages with native code or WASM, packages that read files next to their own code
@@ -48,21 +49,14 @@ const EXTERNAL = [
   'gpt-tokenizer',
 ];
 
+const common = { format: 'esm', platform: 'node', target: 'node20', sourcemap: true, logLevel: 'warning' };
+
 const started = performance.now();
-await build({
-  entryPoints: sources(src),
-  outdir: out,
-  outbase: src,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  sourcemap: true,
-  logLevel: 'warning',
-});
+await build({ ...common, entryPoints: sources(src), outdir: out, outbase: src });
 cpSync(join(src, 'db', 'migrations'), join(out, 'db', 'migrations'), { recursive: true });
 
 const srcRoot = resolve(src);
-/** `import.meta.url` of a source file → the URL of its twin in dist/, relative to the bundle (dist/cli.js) */
+/** `import.meta.url` of a source file → the URL of its twin in dist/, relative to the bundle's files (dist/bundle/) */
 const twinUrls = {
   name: 'twin-import-meta-url',
   setup(b) {
@@ -76,28 +70,25 @@ const twinUrls = {
     });
   },
 };
+const bundleDir = join(out, 'bundle');
 const bundle = await build({
+  ...common,
   entryPoints: [join(src, 'cli.ts')],
   metafile: true,
-  outdir: join(out, 'bundle'),
+  outdir: bundleDir,
   bundle: true,
   splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  sourcemap: true,
-  logLevel: 'warning',
   external: EXTERNAL.flatMap((p) => [p, `${p}/*`]),
   plugins: [twinUrls],
   // the CommonJS dependencies in the bundle require Node's built-ins through this
   banner: { js: "import { createRequire as __twinCreateRequire } from 'node:module'; const require = __twinCreateRequire(import.meta.url);" },
 });
 // chunks of earlier builds (hashed names) go once they are an hour old: a server started from one of
-// them before this build may still import its lazily loaded chunks for a while
+// them before this build may still import its lazily loaded chunks for a while (the metafile lists the
+// source maps too)
 const current = new Set(Object.keys(bundle.metafile.outputs).map((path) => resolve(path)));
-const bundleDir = join(out, 'bundle');
 for (const name of readdirSync(bundleDir)) {
   const path = resolve(bundleDir, name);
-  if (!current.has(path) && !current.has(path.replace(/\.map$/, '')) && Date.now() - statSync(path).mtimeMs > 3_600_000) rmSync(path);
+  if (!current.has(path) && Date.now() - statSync(path).mtimeMs > 3_600_000) rmSync(path);
 }
 console.log(`built ${out}/ in ${Math.round(performance.now() - started)} ms`);
