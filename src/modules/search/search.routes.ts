@@ -1,9 +1,9 @@
+import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.js';
 import { authOf, requireAuth, SECURED } from '../../http/auth.js';
 import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
 import { errorResponses } from '../../shared/schemas.js';
-import type { FastifyRequest } from 'fastify';
 import { SearchContentBody, SearchContentResponse } from './search.schemas.js';
 import { SearchService } from './search.service.js';
 

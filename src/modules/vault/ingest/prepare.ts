@@ -1,7 +1,8 @@
 /**
  * The CPU part of ingesting one file — extract the text, chunk it, find each chunk's knowledge-graph
- * entities, and (with the local embedder) embed the chunks — as one pure function of the bytes. It runs in a worker thread (sandbox.ts), never
- * on the request loop: a hostile file can then cost at most that thread's heap and time budget.
+ * entities, and (with the local embedder) embed the chunks — as one pure function of the bytes. It runs
+ * in the ingestion sandbox process (sandbox.ts), never on the request loop: a hostile file can then cost
+ * at most that process's heap and time budget.
  */
 import { LocalEmbedder } from '../../../providers/embeddings/local.js';
 import { extractEntities, type Mention } from '../../search/graph.js';
@@ -48,9 +49,9 @@ export async function prepareDocument(task: PrepareTask): Promise<PreparedDocume
   const buffer = Buffer.from(task.bytes.buffer, task.bytes.byteOffset, task.bytes.byteLength);
   const doc = await extractText({ buffer, mimetype: task.mimetype, originalname: task.originalname }, task.limits);
   const extract = lap();
-  const chunks = chunkText(doc.text).map((c) => ({ index: c.index, text: c.text, heading: c.heading ?? null, tokens: c.tokens, mentions: [] as Mention[] }));
+  const pieces = chunkText(doc.text);
   const chunk = lap();
-  for (const c of chunks) c.mentions = extractEntities(c.text);
+  const chunks: PreparedChunk[] = pieces.map((c) => ({ index: c.index, text: c.text, heading: c.heading ?? null, tokens: c.tokens, mentions: extractEntities(c.text) }));
   const entities = lap();
   const result: PreparedDocument = { format: doc.format, pages: doc.pages ?? null, chunks, timings: { extract, chunk, entities } };
   if (task.localEmbedDimensions !== undefined && chunks.length > 0) {
