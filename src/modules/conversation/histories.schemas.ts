@@ -1,20 +1,14 @@
 import { Type, type Static } from '@fastify/type-provider-typebox';
+import { MAX_EPOCH_MS } from '../../shared/date-time-field.js';
 import { DateTime, Id, ListEnvelope, Nullable } from '../../shared/schemas.js';
 import { ListingPageFields } from './assistants.schemas.js';
-
-/**
- * The last instant an ISO 8601 timestamp (and a Postgres timestamptz given as one) represents with a
- * four-digit year: 9999-12-31T23:59:59.999Z. Beyond it JavaScript writes expanded years (`+010000-…`),
- * which the database refuses: such `before`/`after` values are a 400, not a 500.
- */
-export const MAX_EPOCH_MS = 253_402_300_799_999;
 
 export const HistoriesBody = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'Maximum number of records (default 100)' })),
   institution: Type.Optional(Nullable(Id('Institution id; default the current one. null: the personal space'))),
   course_id: Type.Optional(Type.Integer({ minimum: 0, maximum: 9_007_199_254_740_991, description: '0 matches records with course_id 0 or none' })),
-  before: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_EPOCH_MS, description: 'Epoch ms: records created before (0 … 253402300799999, i.e. up to 9999-12-31T23:59:59.999Z)' })),
-  after: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_EPOCH_MS, description: 'Epoch ms: records created after (0 … 253402300799999, i.e. up to 9999-12-31T23:59:59.999Z)' })),
+  before: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_EPOCH_MS, description: `Epoch ms: records created before (0 … ${MAX_EPOCH_MS}, i.e. up to 9999-12-31T23:59:59.999Z; beyond: 400)` })),
+  after: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_EPOCH_MS, description: `Epoch ms: records created after (0 … ${MAX_EPOCH_MS}, i.e. up to 9999-12-31T23:59:59.999Z; beyond: 400)` })),
   historyId: Type.Optional(Id('One specific record of the caller, whatever institution it was asked in (personal space included); with `institution` given, only if it belongs there')),
   search: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Case-insensitive regular expression (POSIX/Postgres syntax, no back-references) over input, inputs, output, outputs' })),
   tools: Type.Optional(Type.Boolean({ description: 'true: full tool responses; otherwise responses over 80 characters are cut' })),
