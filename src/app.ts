@@ -33,6 +33,7 @@ import { brandingRoutes } from './modules/branding/branding.routes.js';
 import { cloudRoutes } from './modules/cloud/cloud.routes.js';
 import { ssoRoutes } from './modules/sso/sso.routes.js';
 import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
+import { SegmentCache } from './modules/search/segments.js';
 import { CACHE_RESET, ChannelInvalidationBus, type CacheInvalidation } from './platform/invalidation.js';
 import { searchRoutes } from './modules/search/search.routes.js';
 import { conversationRoutes } from './modules/conversation/conversation.routes.js';
@@ -169,6 +170,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
     providers: lazyProviders(config, database, app, options.providers ?? {}),
     invalidation,
+    searchIndex: new SegmentCache(config.searchIndexCacheMb * 1024 * 1024),
   };
   app.decorate('ctx', ctx);
   await healthRoutes(app, ctx);

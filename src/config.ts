@@ -30,6 +30,8 @@ export interface AppConfig {
   loginRateLimitWindowSeconds: number;
   mfaChallengesPerWindow: number;
   searchRateLimitPerMinute: number;
+  /** bound of the in-memory copies of upload search indexes (search/segments.ts), MB; 0 keeps none */
+  searchIndexCacheMb: number;
   /** Vault uploads per user per minute, and sanitize (model) calls per user per minute. */
   uploadRateLimitPerMinute: number;
   sanitizeRateLimitPerMinute: number;
@@ -320,6 +322,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     loginRateLimitWindowSeconds: int('LOGIN_RATE_LIMIT_WINDOW_SECONDS', 900, 1, 86_400),
     mfaChallengesPerWindow: int('MFA_CHALLENGES_PER_15_MIN', 5, 1, 1000),
     searchRateLimitPerMinute: int('SEARCH_RATE_LIMIT_PER_MINUTE', 20, 1, 100_000),
+    searchIndexCacheMb: int('SEARCH_INDEX_CACHE_MB', 256, 0, 1_000_000),
     uploadRateLimitPerMinute: int('UPLOAD_RATE_LIMIT_PER_MINUTE', 60, 1, 100_000),
     sanitizeRateLimitPerMinute: int('SANITIZE_RATE_LIMIT_PER_MINUTE', 30, 1, 100_000),
     uploadMaxBytes: int('UPLOAD_MAX_BYTES', 26_214_400, 1, 2 ** 31 - 1),

@@ -7,6 +7,7 @@ import type { Embedder } from './providers/embeddings/types.js';
 import type { ChatModel } from './providers/llm/types.js';
 import type { MailSender } from './providers/mail/types.js';
 import type { InvalidationBus } from './platform/invalidation.js';
+import type { SegmentCache } from './modules/search/segments.js';
 import type { Clock } from './shared/clock.js';
 
 /** The edges of the world: each has a local default and a real implementation chosen by configuration. */
@@ -32,4 +33,6 @@ export interface AppContext {
   providers: Providers;
   /** Change announcements for caches (branding); in-process, replaceable by Redis pub/sub for several nodes. */
   invalidation: InvalidationBus;
+  /** In-memory copies of uploads' search indexes, validated by version on every search (search/segments.ts). */
+  searchIndex: SegmentCache;
 }

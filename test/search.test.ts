@@ -227,6 +227,10 @@ describe('knowledge graph maintenance', () => {
 
   test("an edited chunk's entities follow the edit", async () => {
     const id = await put(tokens.a1!, 'editable', 'Captain Mirela Ostrova sailed the Crimson Tide past Dunmore Point.', { scope: 'personal' });
+    // searched once before the edit: the file's index is now held in memory (search/segments.ts)
+    const found = (await search(tokens.a1!, { query: 'Mirela Ostrova' })).json();
+    assert.equal(found.results[0]?.uploadId, id);
+    assert.ok(found.results[0].scores.kag > 0 && found.results[0].scores.lexical > 0, JSON.stringify(found.results[0]));
     const chunks = (await t.app.inject({ method: 'GET', url: `/api/user/files/${id}/chunks`, headers: bearer(tokens.a1!) })).json().data;
     const res = await t.app.inject({
       method: 'PUT',
@@ -241,14 +245,37 @@ describe('knowledge graph maintenance', () => {
     const body = (await search(tokens.a1!, { query: 'Teodor Vashenko' })).json();
     assert.equal(body.results[0]?.uploadId, id);
     assert.ok(body.results[0].scores.kag > 0);
+    assert.ok(body.results[0].scores.lexical > 0);
     const gone = (await search(tokens.a1!, { query: 'Mirela Ostrova' })).json();
-    assert.ok(!gone.results.some((r: any) => r.uploadId === id && r.scores.kag !== undefined));
+    assert.ok(!gone.results.some((r: any) => r.uploadId === id && (r.scores.kag !== undefined || r.scores.lexical !== undefined)), JSON.stringify(gone.results));
+  });
+
+  test('an edit made on another node is seen by the next search on this one (the copy in memory is checked by version)', async () => {
+    const other = await startTestApp({ database: t.database });
+    after(() => other.close());
+    const id = await put(tokens.a1!, 'two-nodes', 'Navigator Ilsabet Rourke crossed the Varnel Strait in winter.', { scope: 'personal' });
+    const here = (await search(tokens.a1!, { query: 'Varnel Strait' })).json();
+    assert.equal(here.results[0]?.uploadId, id);
+    const chunks = (await other.app.inject({ method: 'GET', url: `/api/user/files/${id}/chunks`, headers: bearer(tokens.a1!) })).json().data;
+    const res = await other.app.inject({
+      method: 'PUT',
+      url: `/api/user/embedding/${chunks[0]._id}`,
+      headers: bearer(tokens.a1!),
+      payload: { text: 'Cartographer Odalys Fenwick surveyed the Quillon Reef at dawn.' },
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const fresh = (await search(tokens.a1!, { query: 'Quillon Reef' })).json();
+    assert.equal(fresh.results[0]?.uploadId, id);
+    assert.ok(fresh.results[0].scores.lexical > 0 && fresh.results[0].scores.kag > 0, JSON.stringify(fresh.results[0]));
+    const stale = (await search(tokens.a1!, { query: 'Varnel Strait' })).json();
+    assert.ok(!stale.results.some((r: any) => r.uploadId === id && (r.scores.kag !== undefined || r.scores.lexical !== undefined)), JSON.stringify(stale.results));
   });
 
   test('graph rows disappear with their file', async () => {
     const id = await put(tokens.a1!, 'doomed', 'Professor Hallvard Brekke studied the Oslo Fjord tides with NOAA instruments.', { scope: 'personal' });
     const before = await graphRows(id);
     assert.ok(before.e > 0 && before.m > 0 && before.g > 0 && before.s === 1, JSON.stringify(before));
+    assert.ok(uploadIdsOf((await search(tokens.a1!, { query: 'Hallvard Brekke' })).json()).has(id));
     const res = await t.app.inject({ method: 'DELETE', url: `/api/user/files/${id}`, headers: bearer(tokens.a1!) });
     assert.equal(res.statusCode, 200, res.body);
     assert.deepEqual(await graphRows(id), { e: 0, m: 0, g: 0, s: 0 });

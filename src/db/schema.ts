@@ -7,6 +7,7 @@ import {
   integer,
   jsonb,
   numeric,
+  pgSequence,
   pgTable,
   primaryKey,
   type AnyPgColumn,
@@ -396,13 +397,23 @@ export const creditAwards = pgTable(
 // Owned by src/modules/search/search.repository.ts. Every row hangs off an upload (or a chunk) with
 // ON DELETE CASCADE, so it is scoped exactly like its upload and leaves with it.
 
-/** Per-upload BM25 statistics: indexed chunks and the sum of their lex_len (avgdl of a scope = Σlex / Σchunks). */
+/** Versions of upload indexes: every refresh of an upload's derived rows takes a new value (never reused). */
+export const uploadIndexVersion = pgSequence('upload_index_version');
+
+/**
+ * Per-upload BM25 statistics: indexed chunks and the sum of their lex_len (avgdl of a scope = Σlex / Σchunks).
+ * `version` changes in the transaction that changes the upload's chunks, mentions or graph rows: a cached
+ * copy of the upload's index (search/segments.ts) is valid while its version is the one stored here.
+ */
 export const uploadIndexStats = pgTable('upload_index_stats', {
   uploadId: text('upload_id')
     .primaryKey()
     .references(() => uploads.id, { onDelete: 'cascade' }),
   chunks: integer('chunks').notNull().default(0),
   lexLen: bigint('lex_len', { mode: 'number' }).notNull().default(0),
+  version: bigint('version', { mode: 'number' })
+    .notNull()
+    .default(sql`nextval('upload_index_version')`),
 });
 
 /** Entities of one upload (normalised name), with the number of its chunks that mention them. */
@@ -417,7 +428,8 @@ export const kgEntities = pgTable(
     kind: text('kind').notNull(),
     chunkCount: integer('chunk_count').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.uploadId, t.name] }), index('kg_entities_name_idx').on(t.name), index('kg_entities_name_trgm').using('gin', sql`${t.name} gin_trgm_ops`)],
+  // read by upload only (search/segments.ts matches names in memory): no index on name
+  (t) => [primaryKey({ columns: [t.uploadId, t.name] })],
 );
 
 /** Entity → chunk mentions; `rank` orders a chunk's entities by salience (edges use the first few). */
@@ -435,7 +447,7 @@ export const kgMentions = pgTable(
     tf: integer('tf').notNull(),
     rank: integer('rank').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.chunkId, t.name] }), index('kg_mentions_name_idx').on(t.name, t.uploadId), index('kg_mentions_upload_idx').on(t.uploadId)],
+  (t) => [primaryKey({ columns: [t.chunkId, t.name] }), index('kg_mentions_upload_idx').on(t.uploadId)],
 );
 
 /** Weighted co-occurrence edges between entities of one upload (a < b; weight = chunks where both are salient). */
@@ -449,7 +461,7 @@ export const kgEdges = pgTable(
     b: text('b').notNull(),
     weight: integer('weight').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.uploadId, t.a, t.b] }), index('kg_edges_a_idx').on(t.a), index('kg_edges_b_idx').on(t.b)],
+  (t) => [primaryKey({ columns: [t.uploadId, t.a, t.b] })],
 );
 
 // ───────────── hardening (issue 7) ─────────────

@@ -9,18 +9,21 @@ import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
+import { bm25, exactEntities, mentionsOf, neighbours, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
 
 /**
  * THE retrieval of the service: the content-search route and the Q&A pipeline both call `retrieve`.
  *
  * scope (search.policy) → three ranked lists over the scope's chunks:
- *   dense   pgvector cosine (HNSW with iterative scan, or an exact scan for small scopes),
+ *   dense   pgvector cosine (HNSW with iterative scan, or an exact scan for small scopes), in Postgres,
  *   lexical Okapi BM25 over the english tsvector with the scope's own statistics, plus a trigram
  *           correction of misspelt names,
  *   kag     query entities → matched entities (exact, then trigram-fuzzy) → their chunks, plus one
  *           hop along the strongest co-occurrence edges with a decay, scored by inverse entity frequency
  * → fusion (fusion.ts) → minScore on the dense cosine of `rag` results → snippets.
+ * The lexical and graph sides are scored from in-memory copies of the scope's upload indexes
+ * (segments.ts: valid by version, so always those Postgres holds), while the dense query runs.
  */
 
 export const SOURCES = ['rag', 'kag', 'fused'] as const;
@@ -72,6 +75,8 @@ export const EXACT_SCAN_MAX_CHUNKS = 2_000;
 export const BM25 = { k1: 1.2, b: 0.75 };
 /** Trigram similarity needed for a fuzzy entity or name match. */
 const FUZZY_MIN = 0.5;
+/** The entity kinds a misspelt query word is corrected to. */
+const NAME_KINDS: ReadonlySet<string> = new Set(['name', 'acronym']);
 /** One hop: neighbours per matched entity, and the decay of their contribution. */
 const HOP_NEIGHBOURS = 3;
 const HOP_DECAY = 0.5;
@@ -125,30 +130,38 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   // its cosine with anything is undefined (NaN in pgvector), so there is no dense side for it.
   if (v && v.some((x) => x !== 0)) vector = vectorLiteral(v, embedder.dimensions);
 
-  if (methods.has('dense') && vector) {
-    const exact = options.exactDense ?? chunkCount <= EXACT_SCAN_MAX_CHUNKS;
-    lists.dense = await repo.denseSearch(db, uploadIds, vector, depth, exact);
+  // the dense search runs in the database while the other two are scored here from the scope's segments
+  const exact = options.exactDense ?? chunkCount <= EXACT_SCAN_MAX_CHUNKS;
+  const dense = methods.has('dense') && vector ? repo.denseSearch(db, uploadIds, vector, depth, exact) : undefined;
+  dense?.catch(() => undefined); // awaited below; a failure is reported there, not as an unhandled rejection
+  if (methods.has('lexical') || methods.has('kag')) {
+    const segments = await ctx.searchIndex.segmentsOf(db, scope);
+    const index = ctx.searchIndex;
+    if (methods.has('lexical')) lists.lexical = await lexical(db, index, segments, uploadIds, query, depth, chunkCount, lexTotal);
+    if (methods.has('kag')) lists.kag = graph(index, segments, query, depth, chunkCount);
   }
-  if (methods.has('lexical')) lists.lexical = await lexical(db, uploadIds, query, depth, chunkCount, lexTotal);
-  if (methods.has('kag')) lists.kag = await graph(db, uploadIds, query, depth, chunkCount);
+  if (dense) lists.dense = await dense;
   return { lists, uploadCount: scope.length, chunkCount, vector };
 }
 
-async function lexical(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: number, lexTotal: number): Promise<Ranked[]> {
+async function lexical(db: DbOrTx, index: SegmentCache, segments: Segment[], uploadIds: SQL, query: string, k: number, n: number, lexTotal: number): Promise<Ranked[]> {
   const lexemes = await repo.queryLexemes(db, query);
-  const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)), websearch: /["]|(^|\s)-\S/u.test(query) ? query : undefined };
-  let first = await repo.bm25Search(db, uploadIds, lexemes, k, params);
-  if (first.hits.length > 0) first = { ...first, hits: await feedback(db, uploadIds, lexemes, first.hits, k, params) };
+  const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)) };
+  // quoted phrases and -exclusions: only the chunks matching websearch_to_tsquery are ranked
+  const allowed = /["]|(^|\s)-\S/u.test(query) ? await repo.websearchMatches(db, uploadIds, query) : undefined;
+  const rank = (terms: Array<{ lexeme: string; qtf: number }>) => bm25(segments, terms, k, params, allowed);
+  let first = rank(lexemes);
+  if (first.hits.length > 0) first = { ...first, hits: await feedback(db, lexemes, first.hits, rank) };
   // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity
   const unknown = lexemes.filter((l) => !first.df.has(l.lexeme)).map((l) => l.lexeme);
   if (unknown.length === 0) return first.hits;
   const words = [...query.toLowerCase().matchAll(/[\p{L}\p{N}][\p{L}\p{N}'’-]*/gu)].map((m) => m[0]).filter((w) => w.length >= 4);
-  const corrections = await repo.closestNames(db, uploadIds, words, FUZZY_MIN);
+  const corrections = words.flatMap((w) => index.similarEntities(segments, w, FUZZY_MIN, 1, NAME_KINDS));
   const extra = corrections.length > 0 ? await repo.queryLexemes(db, corrections.map((c) => c.name).join(' ')) : [];
   const known = lexemes.filter((l) => first.df.has(l.lexeme));
   const merged = [...known, ...extra.filter((e) => !known.some((k2) => k2.lexeme === e.lexeme))];
   if (extra.length === 0) return first.hits;
-  return (await repo.bm25Search(db, uploadIds, merged, k, params)).hits;
+  return rank(merged).hits;
 }
 
 /** RM3 with the usual parameters (Lavrenko & Croft; Anserini's defaults): 10 feedback chunks, 10 terms, λ 0.5. */
@@ -160,7 +173,12 @@ const FB_LAMBDA = 0.5;
  * Pseudo-relevance feedback: the first pass's top chunks supply expansion terms (relevance model),
  * mixed with the query (λ), and BM25 runs again with the weighted terms.
  */
-async function feedback(db: DbOrTx, scope: SQL, lexemes: Array<{ lexeme: string; qtf: number }>, hits: Ranked[], k: number, params: repo.Bm25Params): Promise<Ranked[]> {
+async function feedback(
+  db: DbOrTx,
+  lexemes: Array<{ lexeme: string; qtf: number }>,
+  hits: Ranked[],
+  rank: (terms: Array<{ lexeme: string; qtf: number }>) => { hits: Ranked[] },
+): Promise<Ranked[]> {
   const top = hits.slice(0, FB_DOCS);
   const sum = top.reduce((s, h) => s + h.score, 0) || 1;
   const terms = await repo.feedbackTerms(db, top.map((h) => ({ id: h.id, weight: h.score / sum })), FB_TERMS);
@@ -169,8 +187,7 @@ async function feedback(db: DbOrTx, scope: SQL, lexemes: Array<{ lexeme: string;
   const weights = new Map<string, number>();
   for (const l of lexemes) weights.set(l.lexeme, (1 - FB_LAMBDA) * (l.qtf / qSum));
   for (const t of terms) weights.set(t.lexeme, (weights.get(t.lexeme) ?? 0) + FB_LAMBDA * (t.weight / termSum));
-  const expanded = [...weights.entries()].map(([lexeme, qtf]) => ({ lexeme, qtf }));
-  return (await repo.bm25Search(db, scope, expanded, k, params)).hits;
+  return rank([...weights.entries()].map(([lexeme, qtf]) => ({ lexeme, qtf }))).hits;
 }
 
 /**
@@ -178,17 +195,18 @@ async function feedback(db: DbOrTx, scope: SQL, lexemes: Array<{ lexeme: string;
  * fuzzy) and, one hop away, the strongest neighbours of each (μ = decay · μ_seed · w_edge / w_max).
  * A chunk scores Σ_e μ_e · ief(e) · (1 + ln tf), ief(e) = ln(1 + N / df_e) over the scope's chunks.
  */
-async function graph(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: number): Promise<Ranked[]> {
+function graph(index: SegmentCache, segments: Segment[], query: string, k: number, n: number): Ranked[] {
   const { entities, words } = queryEntityCandidates(query);
   const names = entities.map((e) => e.name);
   if (names.length + words.length === 0) return [];
   const weight = new Map<string, number>();
-  for (const r of await repo.exactEntities(db, uploadIds, names, words)) weight.set(r.name, 1);
+  for (const name of exactEntities(segments, names, words)) weight.set(name, 1);
   const unmatched = names.filter((p) => !weight.has(p));
-  for (const r of await repo.fuzzyEntities(db, uploadIds, unmatched, FUZZY_MIN)) weight.set(r.name, Math.max(weight.get(r.name) ?? 0, r.sim));
+  // trigram-fuzzy: the best two entities of each phrase not matched exactly
+  for (const phrase of unmatched) for (const r of index.similarEntities(segments, phrase, FUZZY_MIN, 2)) weight.set(r.name, Math.max(weight.get(r.name) ?? 0, r.sim));
   if (weight.size === 0) return [];
   const seeds = [...weight.keys()];
-  const edges = await repo.neighbours(db, uploadIds, seeds, seeds.length * HOP_NEIGHBOURS * 4);
+  const edges = neighbours(segments, seeds, seeds.length * HOP_NEIGHBOURS * 4);
   const taken = new Map<string, number>();
   const maxW = Math.max(1, ...edges.map((e) => e.w));
   for (const e of edges) {
@@ -205,7 +223,7 @@ async function graph(db: DbOrTx, uploadIds: SQL, query: string, k: number, n: nu
       weight.set(other, Math.max(weight.get(other) ?? 0, hop));
     }
   }
-  const mentions = await repo.mentionsOf(db, uploadIds, [...weight.keys()], MAX_MENTION_ROWS);
+  const mentions = mentionsOf(segments, [...weight.keys()], MAX_MENTION_ROWS);
   const df = new Map<string, number>();
   for (const m of mentions) df.set(m.name, (df.get(m.name) ?? 0) + 1);
   const score = new Map<string, number>();

@@ -8,7 +8,8 @@ import { EDGE_RANK, type Mention } from './graph.js';
  * Every SQL statement about chunks, their vectors, their full-text index, their BM25 statistics and
  * the knowledge graph built from them: writes at ingestion, on chunk edit, re-embedding and delete,
  * and the reads of retrieval. The scope of a search is resolved first (search.policy decides it) into
- * a list of upload ids; every read here is restricted to that list.
+ * a list of upload ids; every read here is restricted to that list. The lexical and graph sides read an
+ * upload's rows once per version of its index (segments.ts); the dense side queries pgvector each time.
  */
 
 /** A Postgres text[] literal (ids and entity names are passed as one array parameter). */
@@ -83,12 +84,14 @@ export async function insertMentions(tx: DbOrTx, uploadId: string, rows: Array<{
  * Recomputes an upload's derived rows from its chunks and mentions, in three set-based statements:
  * BM25 statistics (chunks, Σ lex_len), entities (kind by priority, chunk count) and co-occurrence edges
  * (pairs among the EDGE_RANK most salient entities of each chunk; weight = chunks where both occur).
+ * The statistics row takes a new version: copies of the upload's index held in memory (segments.ts)
+ * are valid only at the version they were read at. Every change of chunks or mentions ends here.
  */
 export async function refreshUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
   await tx.execute(sql`
     insert into upload_index_stats (upload_id, chunks, lex_len)
     select ${uploadId}, count(*)::int, coalesce(sum(lex_len), 0) from chunks where upload_id = ${uploadId}
-    on conflict (upload_id) do update set chunks = excluded.chunks, lex_len = excluded.lex_len`);
+    on conflict (upload_id) do update set chunks = excluded.chunks, lex_len = excluded.lex_len, version = nextval('upload_index_version')`);
   await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId}`);
   await tx.execute(sql`
     insert into kg_entities (upload_id, name, kind, chunk_count)
@@ -171,17 +174,81 @@ export interface ScopeUpload {
   id: string;
   chunks: number;
   lexLen: number;
+  /** version of the upload's index (null: none written) */
+  version: number | null;
 }
 
-/** Uploads matching `condition` (built by search.policy) that are active, with their BM25 statistics. */
+/** Uploads matching `condition` (built by search.policy) that are active, with their BM25 statistics and index version. */
 export async function scopeUploads(db: DbOrTx, condition: ReturnType<typeof sql>): Promise<ScopeUpload[]> {
-  const rows = await rowsOf<{ id: string; chunks: number; lex_len: number }>(
+  const rows = await rowsOf<{ id: string; chunks: number; lex_len: number; version: number | string | null }>(
     db,
-    sql`select u.id, coalesce(s.chunks, 0)::int as chunks, coalesce(s.lex_len, 0)::float8 as lex_len
+    sql`select u.id, coalesce(s.chunks, 0)::int as chunks, coalesce(s.lex_len, 0)::float8 as lex_len, s.version
           from uploads u left join upload_index_stats s on s.upload_id = u.id
          where u.status = 'active' and ${condition}`,
   );
-  return rows.map((r) => ({ id: r.id, chunks: Number(r.chunks), lexLen: Number(r.lex_len) }));
+  return rows.map((r) => ({ id: r.id, chunks: Number(r.chunks), lexLen: Number(r.lex_len), version: r.version === null ? null : Number(r.version) }));
+}
+
+/** Versions of the uploads' indexes (uploads without one are absent). */
+export async function indexVersionsOf(db: DbOrTx, uploadIds: readonly string[]): Promise<Map<string, number>> {
+  if (uploadIds.length === 0) return new Map();
+  const rows = await rowsOf<{ upload_id: string; version: number | string }>(
+    db,
+    sql`select upload_id, version from upload_index_stats where upload_id = any(${textArray(uploadIds)}::text[])`,
+  );
+  return new Map(rows.map((r) => [r.upload_id, Number(r.version)]));
+}
+
+/**
+ * A page of the uploads' chunks in (upload, chunk) order after `after`: each with its tsvector in text
+ * form and its entity mentions as JSON text (`[[name, tf], …]`), one row per chunk (aggregated in SQL:
+ * a row per mention costs the embedded engine three times as much).
+ */
+export async function chunkIndexPage(
+  db: DbOrTx,
+  uploadIds: readonly string[],
+  after: { uploadId: string; index: number },
+  limit: number,
+): Promise<Array<{ id: string; uploadId: string; index: number; lexLen: number; tsv: string; mentions: string | null }>> {
+  const rows = await rowsOf<{ id: string; upload_id: string; chunk_index: number; lex_len: number; tsv: string | null; mentions: string | null }>(
+    db,
+    sql`select c.id, c.upload_id, c.chunk_index, c.lex_len, c.tsv::text as tsv,
+               (select json_agg(json_build_array(m.name, m.tf))::text from kg_mentions m where m.chunk_id = c.id) as mentions
+          from chunks c
+         where c.upload_id = any(${textArray(uploadIds)}::text[]) and (c.upload_id, c.chunk_index) > (${after.uploadId}, ${after.index})
+         order by c.upload_id, c.chunk_index limit ${limit}`,
+  );
+  return rows.map((r) => ({ id: r.id, uploadId: r.upload_id, index: Number(r.chunk_index), lexLen: Number(r.lex_len), tsv: r.tsv ?? '', mentions: r.mentions }));
+}
+
+/** Each upload's entities as JSON text `[[name, kind], …]`. */
+export async function entitiesOf(db: DbOrTx, uploadIds: readonly string[]): Promise<Array<{ uploadId: string; entities: string }>> {
+  const rows = await rowsOf<{ upload_id: string; entities: string }>(
+    db,
+    sql`select upload_id, json_agg(json_build_array(name, kind))::text as entities from kg_entities
+         where upload_id = any(${textArray(uploadIds)}::text[]) group by upload_id`,
+  );
+  return rows.map((r) => ({ uploadId: r.upload_id, entities: r.entities }));
+}
+
+/** Each upload's co-occurrence edges as JSON text `[[a, b, weight], …]`. */
+export async function edgesOf(db: DbOrTx, uploadIds: readonly string[]): Promise<Array<{ uploadId: string; edges: string }>> {
+  const rows = await rowsOf<{ upload_id: string; edges: string }>(
+    db,
+    sql`select upload_id, json_agg(json_build_array(a, b, weight))::text as edges from kg_edges
+         where upload_id = any(${textArray(uploadIds)}::text[]) group by upload_id`,
+  );
+  return rows.map((r) => ({ uploadId: r.upload_id, edges: r.edges }));
+}
+
+/** Chunks of the scope matching a websearch_to_tsquery (quoted phrases, -exclusions), through the GIN index. */
+export async function websearchMatches(db: DbOrTx, scope: SQL, query: string): Promise<Set<string>> {
+  const rows = await rowsOf<{ id: string }>(
+    db,
+    sql`select c.id from chunks c
+         where c.upload_id in (select u.id from uploads u where ${scope}) and c.tsv @@ websearch_to_tsquery('english', ${query})`,
+  );
+  return new Set(rows.map((r) => r.id));
 }
 
 export interface Scored {
@@ -237,62 +304,6 @@ export async function queryLexemes(db: DbOrTx, query: string): Promise<Array<{ l
   return rows.map((r) => ({ lexeme: r.lexeme, qtf: Number(r.qtf) }));
 }
 
-export interface Bm25Params {
-  k1: number;
-  b: number;
-  /** chunks in scope and their mean lex_len */
-  n: number;
-  avgdl: number;
-  /** websearch_to_tsquery filter (quoted phrases, -exclusions) */
-  websearch?: string;
-}
-
-/**
- * Okapi BM25 over the english tsvector, with statistics of the scope itself (N, avgdl from
- * upload_index_stats; document frequencies counted over the scope's matching chunks), so that one
- * tenant's documents never shape another's ranking. Candidates come from the GIN index (any lexeme);
- * tf is the number of positions of the lexeme in the chunk's tsvector. Returns the top k and the
- * document frequency of every query lexeme in scope.
- *
- * Only the query's lexemes of each candidate are unnested: setweight marks them (weight A; to_tsvector
- * writes D) and ts_filter keeps the marked ones, both in C on the tsvector, instead of unnesting every
- * lexeme of every candidate and filtering the rows (same scores, a third of the time: bench/RESULTS.md).
- */
-export async function bm25Search(
-  db: DbOrTx,
-  scope: SQL,
-  lexemes: Array<{ lexeme: string; qtf: number }>,
-  k: number,
-  p: Bm25Params,
-): Promise<{ hits: Scored[]; df: Map<string, number> }> {
-  if (lexemes.length === 0) return { hits: [], df: new Map() };
-  const lex = textArray(lexemes.map((l) => l.lexeme));
-  const qtf = `{${lexemes.map((l) => (Number.isFinite(l.qtf) ? l.qtf : 0)).join(',')}}`;
-  const tsquery = lexemes.map((l) => `'${l.lexeme.replace(/'/g, "''")}'`).join(' | ');
-  const websearch = p.websearch ? sql` and c.tsv @@ websearch_to_tsquery('english', ${p.websearch})` : sql``;
-  const rows = await rowsOf<{ id: string | null; score: number | null; df: Record<string, number> | string | null }>(
-    db,
-    sql`with ql as (select * from unnest(${lex}::text[], ${qtf}::float8[]) as q(lexeme, qtf)),
-         cand as (select c.id, c.tsv, c.lex_len from chunks c
-                   where c.upload_id in (select u.id from uploads u where ${scope}) and c.tsv @@ ${tsquery}::tsquery${websearch}),
-         post as (select cand.id, t.lexeme, coalesce(array_length(t.positions, 1), 1) as tf, cand.lex_len
-                    from cand cross join lateral unnest(ts_filter(setweight(cand.tsv, 'A', ${lex}::text[]), '{a}')) t),
-         df as (select lexeme, count(*)::float8 as n from post group by lexeme),
-         scored as (
-           select post.id, sum(ql.qtf * ln(1 + (${p.n}::float8 - df.n + 0.5) / (df.n + 0.5))
-                    * post.tf * (${p.k1}::float8 + 1) / (post.tf + ${p.k1}::float8 * (1 - ${p.b}::float8 + ${p.b}::float8 * post.lex_len / ${p.avgdl}::float8))) as score
-             from post join df using (lexeme) join ql using (lexeme)
-            group by post.id order by score desc, post.id limit ${k})
-       select s.id, s.score, (select json_object_agg(lexeme, n) from df) as df from (select 1) one left join scored s on true`,
-  );
-  const dfRaw = rows[0]?.df;
-  const dfObj = (typeof dfRaw === 'string' ? JSON.parse(dfRaw) : dfRaw ?? {}) as Record<string, number>;
-  return {
-    hits: rows.filter((r) => r.id !== null).map((r) => ({ id: r.id!, score: Number(r.score) })),
-    df: new Map(Object.entries(dfObj).map(([l, n]) => [l, Number(n)])),
-  };
-}
-
 /**
  * Relevance-model feedback terms (RM3's P(w|R)): the lexemes of the given chunks weighted by
  * Σ_d P(w|d)·P(d|q), with P(w|d) = tf / lex_len and P(d|q) the chunks' normalised first-pass scores.
@@ -308,87 +319,6 @@ export async function feedbackTerms(db: DbOrTx, chunks: Array<{ id: string; weig
          group by t.lexeme order by weight desc, t.lexeme limit ${n}`,
   );
   return rows.map((r) => ({ lexeme: r.lexeme, weight: Number(r.weight) }));
-}
-
-/**
- * Runs trigram lookups with pg_trgm's `%` threshold at `minSimilarity` (transaction-local). `%` is what
- * the GIN trigram index answers, with the threshold of that setting (0.3 by default): at the default the
- * index hands back every entity row of similarity 0.3..0.5 only for the query to drop it. Same results,
- * a fraction of the rows (bench/RESULTS.md).
- */
-async function withTrigramThreshold<T>(db: DbOrTx, minSimilarity: number, run: (tx: DbOrTx) => Promise<T>): Promise<T> {
-  const threshold = Math.max(0, Math.min(1, minSimilarity));
-  return db.transaction(async (tx) => {
-    await tx.execute(sql`select set_config('pg_trgm.similarity_threshold', ${String(threshold)}, true)`);
-    return run(tx);
-  });
-}
-
-/**
- * Trigram correction of misspelt names: the closest name or acronym entity of the scope for each
- * word (similarity ≥ minSimilarity), through the GIN trigram index.
- */
-export async function closestNames(db: DbOrTx, scope: SQL, words: string[], minSimilarity: number): Promise<Array<{ word: string; name: string; sim: number }>> {
-  if (words.length === 0) return [];
-  const rows = await withTrigramThreshold(db, minSimilarity, (tx) => rowsOf<{ word: string; name: string; sim: number }>(
-    tx,
-    sql`select w.word, m.name, m.sim from unnest(${textArray(words)}::text[]) as w(word)
-        cross join lateral (
-          select e.name, similarity(e.name, w.word) as sim from kg_entities e
-           where e.name % w.word and e.upload_id in (select u.id from uploads u where ${scope}) and e.kind in ('name', 'acronym')
-           order by sim desc, e.name limit 1) m
-        where m.sim >= ${minSimilarity}`,
-  ));
-  return rows.map((r) => ({ word: r.word, name: r.name, sim: Number(r.sim) }));
-}
-
-/** Exact entity matches: `names` against every entity, `words` against name and acronym entities only. */
-export async function exactEntities(db: DbOrTx, scope: SQL, names: string[], words: string[]): Promise<Array<{ name: string }>> {
-  if (names.length + words.length === 0) return [];
-  return rowsOf(
-    db,
-    sql`select distinct e.name from kg_entities e
-         where e.upload_id in (select u.id from uploads u where ${scope})
-           and (e.name = any(${textArray(names)}::text[]) or (e.name = any(${textArray(words)}::text[]) and e.kind in ('name', 'acronym')))`,
-  );
-}
-
-/** Trigram-fuzzy entity matches of phrases not matched exactly (best two each, similarity ≥ min). */
-export async function fuzzyEntities(db: DbOrTx, scope: SQL, phrases: string[], minSimilarity: number): Promise<Array<{ phrase: string; name: string; sim: number }>> {
-  if (phrases.length === 0) return [];
-  const rows = await withTrigramThreshold(db, minSimilarity, (tx) => rowsOf<{ phrase: string; name: string; sim: number }>(
-    tx,
-    sql`select p.phrase, m.name, m.sim from unnest(${textArray(phrases)}::text[]) as p(phrase)
-        cross join lateral (
-          select e.name, max(similarity(e.name, p.phrase)) as sim from kg_entities e
-           where e.name % p.phrase and e.upload_id in (select u.id from uploads u where ${scope})
-           group by e.name order by sim desc, e.name limit 2) m
-        where m.sim >= ${minSimilarity}`,
-  ));
-  return rows.map((r) => ({ phrase: r.phrase, name: r.name, sim: Number(r.sim) }));
-}
-
-/** Strongest co-occurrence neighbours of the seed entities in scope (edge weights summed over uploads). */
-export async function neighbours(db: DbOrTx, scope: SQL, seeds: string[], limit: number): Promise<Array<{ a: string; b: string; w: number }>> {
-  if (seeds.length === 0) return [];
-  const rows = await rowsOf<{ a: string; b: string; w: number }>(
-    db,
-    sql`select a, b, sum(weight)::int as w from kg_edges
-         where upload_id in (select u.id from uploads u where ${scope}) and (a = any(${textArray(seeds)}::text[]) or b = any(${textArray(seeds)}::text[]))
-         group by a, b order by w desc, a, b limit ${limit}`,
-  );
-  return rows.map((r) => ({ a: r.a, b: r.b, w: Number(r.w) }));
-}
-
-/** Mentions of the entities in scope: which chunk, how often. */
-export async function mentionsOf(db: DbOrTx, scope: SQL, names: string[], limit: number): Promise<Array<{ chunkId: string; name: string; tf: number }>> {
-  if (names.length === 0) return [];
-  const rows = await rowsOf<{ chunk_id: string; name: string; tf: number }>(
-    db,
-    sql`select chunk_id, name, tf from kg_mentions
-         where name = any(${textArray(names)}::text[]) and upload_id in (select u.id from uploads u where ${scope}) limit ${limit}`,
-  );
-  return rows.map((r) => ({ chunkId: r.chunk_id, name: r.name, tf: Number(r.tf) }));
 }
 
 export interface ChunkForResult {

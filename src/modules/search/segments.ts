@@ -1,0 +1,565 @@
+import type { DbOrTx } from '../../db/client.js';
+import * as repo from './search.repository.js';
+import type { Scored } from './search.repository.js';
+import { similarity, TrigramDictionary, trigrams, type Similar } from './trigrams.js';
+
+/**
+ * The search-side index of each upload held in memory ("segments"): its chunks' lexeme postings (BM25)
+ * and its knowledge graph (entity mentions, kinds, co-occurrence edges), copied from Postgres, which
+ * stays the one source of truth. Reading the postings of a scope from Postgres costs hundreds of
+ * milliseconds per query on the embedded engine (a scan of the candidates' tsvectors: bench/RESULTS.md);
+ * scored here, a query over the same scope takes a few.
+ *
+ * Correctness: a segment is the copy of one upload at one `upload_index_stats.version`. Every writer of
+ * an upload's chunks, mentions or graph takes a new version in the same transaction (refreshUploadIndex),
+ * and every search reads the versions of its scope in the query that resolves the scope. A segment is used
+ * only when its version is the one just read, so a change made on any node is seen by the next search on
+ * every node, without an invalidation message.
+ *
+ * Memory: the cache is LRU-bounded by an estimate of its bytes (SEARCH_INDEX_CACHE_MB). A scope larger
+ * than the bound is still searched: its segments are loaded for the query and not all kept.
+ */
+
+/**
+ * One upload's index in a compact layout: sorted keys with offsets into flat typed arrays (a few bytes
+ * per posting instead of an object per entry). A posting packs a chunk ordinal and a count as
+ * `ordinal · 512 + count` (counts saturate at 511: Postgres keeps fewer positions of a lexeme than that).
+ */
+export interface Segment {
+  uploadId: string;
+  version: number;
+  /** chunk ids by ordinal */
+  ids: string[];
+  /** BM25 length (lexemes counted with repetition) by ordinal */
+  len: Uint32Array;
+  /** sorted lexemes; the postings of terms[i] are postings[termStart[i] .. termStart[i + 1]) */
+  terms: string[];
+  termStart: Uint32Array;
+  postings: Uint32Array;
+  /** sorted entity names with their kind (KIND_CODES) and mentions, as for terms */
+  names: string[];
+  kinds: Uint8Array;
+  nameStart: Uint32Array;
+  mentions: Uint32Array;
+  /** co-occurrence edges of names[i]: pairs (index of the other name, weight) in edges[2·edgeStart[i] .. 2·edgeStart[i + 1]) */
+  edgeStart: Uint32Array;
+  edges: Uint32Array;
+  /** estimated heap bytes */
+  bytes: number;
+}
+
+const KIND_CODES = ['name', 'acronym', 'quantity', 'phrase'] as const;
+const PROPER_KINDS: ReadonlySet<string> = new Set(['name', 'acronym']);
+const kindCode = (kind: string) => Math.max(0, KIND_CODES.indexOf(kind as (typeof KIND_CODES)[number]));
+const COUNT_BITS = 512;
+const MAX_COUNT = COUNT_BITS - 1;
+
+const PAGE_CHUNKS = 500;
+/** Uploads read together when a scope's copies are missing. */
+const BATCH_CHUNKS = 2_000;
+const BATCH_UPLOADS = 500;
+/** A load is retried when the upload changed while it was read (its version moved). */
+const LOAD_ATTEMPTS = 3;
+
+const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Reads the lexemes of a tsvector's text form (`'lexeme':1,5A 'other':3`) with the number of their
+ * positions, which is the tf the SQL side counted (`array_length(positions, 1)`, 1 without positions).
+ * In that form a quote inside a lexeme is written twice and so is a backslash.
+ */
+export function forEachLexeme(text: string, visit: (lexeme: string, tf: number) => void): void {
+  const n = text.length;
+  let i = 0;
+  while (i < n) {
+    const open = text.indexOf("'", i);
+    if (open < 0) return;
+    let j = open + 1;
+    let lexeme = '';
+    let from = j;
+    for (;;) {
+      const q = text.indexOf("'", j);
+      const b = text.indexOf('\\', j);
+      if (q < 0) return; // malformed: no closing quote
+      if (b >= 0 && b < q) {
+        lexeme += text.slice(from, b) + text.charAt(b + 1);
+        j = b + 2;
+        from = j;
+        continue;
+      }
+      if (text.charCodeAt(q + 1) === 39) {
+        lexeme += text.slice(from, q) + "'";
+        j = q + 2;
+        from = j;
+        continue;
+      }
+      lexeme += text.slice(from, q);
+      j = q + 1;
+      break;
+    }
+    let tf = 1;
+    if (text.charCodeAt(j) === 58 /* : */) {
+      j++;
+      while (j < n && text.charCodeAt(j) !== 32) {
+        if (text.charCodeAt(j) === 44 /* , */) tf++;
+        j++;
+      }
+    }
+    visit(lexeme, tf);
+    i = j;
+  }
+}
+
+/** Index of `key` in the sorted `keys` (JavaScript's default string order), or -1. */
+export function find(keys: readonly string[], key: string): number {
+  let lo = 0;
+  let hi = keys.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const k = keys[mid]!;
+    if (k === key) return mid;
+    if (k < key) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+function push(map: Map<string, number[]>, key: string, value: number): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+/** Sorted keys with offsets into one flat array of their values. */
+function compact(map: Map<string, number[]>): { keys: string[]; start: Uint32Array; values: Uint32Array } {
+  const keys = [...map.keys()].sort();
+  const start = new Uint32Array(keys.length + 1);
+  let total = 0;
+  for (const [i, k] of keys.entries()) {
+    start[i] = total;
+    total += map.get(k)!.length;
+  }
+  start[keys.length] = total;
+  const values = new Uint32Array(total);
+  for (const [i, k] of keys.entries()) values.set(map.get(k)!, start[i]!);
+  return { keys, start, values };
+}
+
+const pack = (ord: number, count: number) => ord * COUNT_BITS + Math.min(MAX_COUNT, Math.max(1, count));
+
+interface Building {
+  ids: string[];
+  lens: number[];
+  postings: Map<string, number[]>;
+  mentions: Map<string, number[]>;
+}
+
+function build(uploadId: string, version: number, x: Building, entities: Array<[string, string]>, edgeRows: Array<[string, string, number]>): Segment {
+  const p = compact(x.postings);
+  // every name of the upload's entities, also one without mentions left
+  for (const [name] of entities) if (!x.mentions.has(name)) x.mentions.set(name, []);
+  const m = compact(x.mentions);
+  const kinds = new Uint8Array(m.keys.length);
+  for (const [name, kind] of entities) {
+    const i = find(m.keys, name);
+    if (i >= 0) kinds[i] = kindCode(kind);
+  }
+  const adjacency: number[][] = m.keys.map(() => []);
+  for (const [a, b, w] of edgeRows) {
+    const i = find(m.keys, a);
+    const j = find(m.keys, b);
+    if (i < 0 || j < 0) continue;
+    adjacency[i]!.push(j, w);
+    adjacency[j]!.push(i, w);
+  }
+  const edgeStart = new Uint32Array(m.keys.length + 1);
+  let total = 0;
+  for (const [i, list] of adjacency.entries()) {
+    edgeStart[i] = total;
+    total += list.length / 2;
+  }
+  edgeStart[m.keys.length] = total;
+  const edges = new Uint32Array(total * 2);
+  for (const [i, list] of adjacency.entries()) edges.set(list, edgeStart[i]! * 2);
+  let bytes = 200 + x.ids.length * (64 + 4);
+  for (const k of p.keys) bytes += 28 + k.length;
+  for (const k of m.keys) bytes += 28 + k.length + 1;
+  bytes += (p.start.length + p.values.length + m.start.length + m.values.length + edgeStart.length + edges.length) * 4;
+  return {
+    uploadId,
+    version,
+    ids: x.ids,
+    len: Uint32Array.from(x.lens),
+    terms: p.keys,
+    termStart: p.start,
+    postings: p.values,
+    names: m.keys,
+    kinds,
+    nameStart: m.start,
+    mentions: m.values,
+    edgeStart,
+    edges,
+    bytes,
+  };
+}
+
+/**
+ * Reads the indexes of several uploads from Postgres: chunks in pages of bounded size (their postings
+ * and mentions aggregated per chunk in SQL), then entities and edges aggregated per upload, yielding to
+ * the event loop between statements. Many small uploads cost a few statements, not a few each.
+ */
+async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>): Promise<Segment[]> {
+  const ids = [...uploads.keys()];
+  const b = new Map<string, Building>(ids.map((id) => [id, { ids: [], lens: [], postings: new Map(), mentions: new Map() }]));
+  for (let after = { uploadId: '', index: -1 }; ; ) {
+    const rows = await repo.chunkIndexPage(db, ids, after, PAGE_CHUNKS);
+    for (const r of rows) {
+      const x = b.get(r.uploadId)!;
+      const ord = x.ids.length;
+      x.ids.push(r.id);
+      x.lens.push(r.lexLen);
+      forEachLexeme(r.tsv, (lexeme, tf) => push(x.postings, lexeme, pack(ord, tf)));
+      if (r.mentions) for (const [name, tf] of JSON.parse(r.mentions) as Array<[string, number]>) push(x.mentions, name, pack(ord, tf));
+    }
+    if (rows.length < PAGE_CHUNKS) break;
+    after = rows[rows.length - 1]!;
+    await yieldToLoop();
+  }
+  const entities = new Map((await repo.entitiesOf(db, ids)).map((r) => [r.uploadId, r.entities]));
+  await yieldToLoop();
+  const edges = new Map((await repo.edgesOf(db, ids)).map((r) => [r.uploadId, r.edges]));
+  const out: Segment[] = [];
+  for (const id of ids) {
+    const e = entities.get(id);
+    const g = edges.get(id);
+    out.push(build(id, uploads.get(id)!, b.get(id)!, e ? (JSON.parse(e) as Array<[string, string]>) : [], g ? (JSON.parse(g) as Array<[string, string, number]>) : []));
+    await yieldToLoop();
+  }
+  return out;
+}
+
+function emptySegment(uploadId: string): Segment {
+  return build(uploadId, -1, { ids: [], lens: [], postings: new Map(), mentions: new Map() }, [], []);
+}
+
+export interface ScopeEntry {
+  id: string;
+  chunks: number;
+  version: number | null;
+}
+
+export class SegmentCache {
+  private readonly segments = new Map<string, Segment>();
+  private readonly loading = new Map<string, Promise<Segment>>();
+  /** trigrams of the entity names of the segments held (fuzzy matching without a query): all, and names and acronyms alone */
+  private readonly names = new TrigramDictionary();
+  private readonly proper = new TrigramDictionary();
+  private bytes = 0;
+  hits = 0;
+  loads = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  get size(): { segments: number; bytes: number } {
+    return { segments: this.segments.size, bytes: this.bytes + this.names.liveBytes + this.proper.liveBytes };
+  }
+
+  private holds(segment: Segment): boolean {
+    return this.segments.get(segment.uploadId) === segment;
+  }
+
+  /**
+   * Entity names of the scope's segments with pg_trgm similarity ≥ min to `text`, best first, at most
+   * `limit`; `kinds` restricts the entity kinds. Names of held segments come from the shared trigram
+   * index; a segment not held (a scope beyond the memory bound) has its names compared one by one.
+   */
+  similarEntities(segments: readonly Segment[], text: string, min: number, limit: number, kinds?: ReadonlySet<string>): Similar[] {
+    const held = segments.filter((s) => this.holds(s));
+    const accepted = (s: Segment, i: number) => i >= 0 && (!kinds || kinds.has(KIND_CODES[s.kinds[i]!]!));
+    const best = new Map<string, number>();
+    if (held.length > 0) {
+      const dictionary = kinds && [...kinds].every((k) => PROPER_KINDS.has(k)) ? this.proper : this.names;
+      for (const m of dictionary.similar(text, min, (name) => held.some((s) => accepted(s, find(s.names, name))), limit)) best.set(m.name, m.sim);
+    }
+    const others = segments.filter((s) => !this.holds(s));
+    if (others.length > 0) {
+      const q = trigrams(text);
+      for (const s of others) {
+        for (const [i, name] of s.names.entries()) {
+          if (best.has(name) || !accepted(s, i)) continue;
+          const sim = similarity(q, trigrams(name));
+          if (sim >= min) best.set(name, sim);
+        }
+      }
+    }
+    return [...best.entries()]
+      .map(([name, sim]) => ({ name, sim }))
+      .sort((a, b) => b.sim - a.sim || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .slice(0, limit);
+  }
+
+  /** The segments of a scope at the versions just read (uploads without indexed chunks have none). */
+  async segmentsOf(db: DbOrTx, scope: readonly ScopeEntry[]): Promise<Segment[]> {
+    const out: Array<Segment | Promise<Segment>> = [];
+    const missing: Array<{ id: string; version: number; chunks: number }> = [];
+    for (const s of scope) {
+      if (s.chunks === 0 || s.version === null) continue;
+      const cached = this.segments.get(s.id);
+      if (cached && cached.version === s.version) {
+        // most recently used last
+        this.segments.delete(s.id);
+        this.segments.set(s.id, cached);
+        this.hits++;
+        out.push(cached);
+        continue;
+      }
+      const pending = this.loading.get(`${s.id}:${s.version}`);
+      if (pending) out.push(pending);
+      else missing.push({ id: s.id, version: s.version, chunks: s.chunks });
+    }
+    // read in batches of about BATCH_CHUNKS chunks (at most BATCH_UPLOADS uploads)
+    for (let i = 0; i < missing.length; ) {
+      const batch = new Map<string, number>();
+      let chunks = 0;
+      while (i < missing.length && batch.size < BATCH_UPLOADS && (batch.size === 0 || chunks + missing[i]!.chunks <= BATCH_CHUNKS)) {
+        batch.set(missing[i]!.id, missing[i]!.version);
+        chunks += missing[i]!.chunks;
+        i++;
+      }
+      const loaded = this.load(db, batch);
+      for (const [id, version] of batch) {
+        const key = `${id}:${version}`;
+        const one = loaded.then((m) => m.get(id)!);
+        this.loading.set(key, one);
+        void one.finally(() => this.loading.delete(key)).catch(() => undefined);
+        out.push(one);
+      }
+      await loaded;
+    }
+    return Promise.all(out);
+  }
+
+  /**
+   * Reads a batch and keeps each segment whose version did not move while it was read; one that moved
+   * (the pages may mix two versions) is read again at its new version, up to LOAD_ATTEMPTS times.
+   */
+  private async load(db: DbOrTx, batch: ReadonlyMap<string, number>): Promise<Map<string, Segment>> {
+    const result = new Map<string, Segment>();
+    let pending = new Map(batch);
+    for (let attempt = 1; pending.size > 0; attempt++) {
+      const segments = await readSegments(db, pending);
+      this.loads += segments.length;
+      const now = await repo.indexVersionsOf(db, [...pending.keys()]);
+      const again = new Map<string, number>();
+      for (const segment of segments) {
+        const version = now.get(segment.uploadId);
+        // its index was removed meanwhile (deleted, or ingested again): nothing of it to search
+        if (version === undefined) result.set(segment.uploadId, emptySegment(segment.uploadId));
+        else if (version === segment.version) {
+          this.keep(segment);
+          result.set(segment.uploadId, segment);
+        } else if (attempt >= LOAD_ATTEMPTS) result.set(segment.uploadId, segment);
+        else again.set(segment.uploadId, version);
+      }
+      pending = again;
+    }
+    return result;
+  }
+
+  private keep(segment: Segment): void {
+    const old = this.segments.get(segment.uploadId);
+    if (old) {
+      if (old.version > segment.version) return;
+      this.drop(old);
+    }
+    if (segment.bytes > this.maxBytes) return;
+    this.segments.set(segment.uploadId, segment);
+    this.bytes += segment.bytes;
+    for (const [i, name] of segment.names.entries()) {
+      this.names.add(name);
+      if (PROPER_KINDS.has(KIND_CODES[segment.kinds[i]!]!)) this.proper.add(name);
+    }
+    for (const s of this.segments.values()) {
+      if (this.bytes + this.names.liveBytes + this.proper.liveBytes <= this.maxBytes) break;
+      this.drop(s);
+    }
+  }
+
+  private drop(segment: Segment): void {
+    this.segments.delete(segment.uploadId);
+    this.bytes -= segment.bytes;
+    for (const [i, name] of segment.names.entries()) {
+      this.names.release(name);
+      if (PROPER_KINDS.has(KIND_CODES[segment.kinds[i]!]!)) this.proper.release(name);
+    }
+  }
+}
+
+// ───────────── scoring over segments ─────────────
+
+/** Keeps the k best by score desc, then id asc (the order the SQL side used), in O(n log k). */
+export class TopK {
+  private readonly heap: Scored[] = [];
+  constructor(private readonly k: number) {}
+
+  /** true when a is worse than b */
+  private static worse(a: Scored, b: Scored): boolean {
+    return a.score < b.score || (a.score === b.score && a.id > b.id);
+  }
+
+  offer(id: string, score: number): void {
+    const h = this.heap;
+    if (this.k <= 0) return;
+    if (h.length === this.k) {
+      const root = h[0]!;
+      if (!TopK.worse(root, { id, score })) return;
+      h[0] = { id, score };
+      this.down(0);
+      return;
+    }
+    h.push({ id, score });
+    let i = h.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!TopK.worse(h[i]!, h[parent]!)) break;
+      [h[i], h[parent]] = [h[parent]!, h[i]!];
+      i = parent;
+    }
+  }
+
+  private down(i: number): void {
+    const h = this.heap;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < h.length && TopK.worse(h[l]!, h[m]!)) m = l;
+      if (r < h.length && TopK.worse(h[r]!, h[m]!)) m = r;
+      if (m === i) return;
+      [h[i], h[m]] = [h[m]!, h[i]!];
+      i = m;
+    }
+  }
+
+  sorted(): Scored[] {
+    return [...this.heap].sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+}
+
+export interface Bm25Params {
+  k1: number;
+  b: number;
+  /** chunks in scope and their mean BM25 length */
+  n: number;
+  avgdl: number;
+}
+
+/**
+ * Okapi BM25 with the scope's own statistics: N and avgdl of the scope, document frequencies counted
+ * over the scope's chunks (over `allowed` when given: the chunks matching a websearch filter), so that
+ * one tenant's documents never shape another's ranking.
+ *   score(d) = Σ_t qtf_t · ln(1 + (N − df_t + 0.5) / (df_t + 0.5)) · tf·(k1 + 1) / (tf + k1·(1 − b + b·len_d / avgdl))
+ * Returns the top k and the document frequency of every query lexeme found in scope.
+ */
+export function bm25(
+  segments: readonly Segment[],
+  lexemes: ReadonlyArray<{ lexeme: string; qtf: number }>,
+  k: number,
+  p: Bm25Params,
+  allowed?: ReadonlySet<string>,
+): { hits: Scored[]; df: Map<string, number> } {
+  // the position of each query lexeme in each segment's terms, found once
+  const at = segments.map((s) => lexemes.map((l) => find(s.terms, l.lexeme)));
+  const df = new Map<string, number>();
+  for (const [li, { lexeme }] of lexemes.entries()) {
+    let n = 0;
+    for (const [si, s] of segments.entries()) {
+      const t = at[si]![li]!;
+      if (t < 0) continue;
+      if (!allowed) n += s.termStart[t + 1]! - s.termStart[t]!;
+      else for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) if (allowed.has(s.ids[Math.floor(s.postings[i]! / COUNT_BITS)]!)) n++;
+    }
+    if (n > 0) df.set(lexeme, n);
+  }
+  const weights = lexemes.map((l) => {
+    const d = df.get(l.lexeme) ?? 0;
+    return d === 0 ? 0 : (Number.isFinite(l.qtf) ? l.qtf : 0) * Math.log(1 + (p.n - d + 0.5) / (d + 0.5));
+  });
+  const top = new TopK(k);
+  for (const [si, s] of segments.entries()) {
+    let acc: Float64Array | undefined;
+    let touched: number[] | undefined;
+    for (const [li, w] of weights.entries()) {
+      const t = at[si]![li]!;
+      if (t < 0 || !df.has(lexemes[li]!.lexeme)) continue;
+      acc ??= new Float64Array(s.ids.length).fill(Number.NaN);
+      touched ??= [];
+      for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) {
+        const ord = Math.floor(s.postings[i]! / COUNT_BITS);
+        if (allowed && !allowed.has(s.ids[ord]!)) continue;
+        const tf = s.postings[i]! % COUNT_BITS;
+        const part = (w * tf * (p.k1 + 1)) / (tf + p.k1 * (1 - p.b + (p.b * s.len[ord]!) / p.avgdl));
+        if (Number.isNaN(acc[ord]!)) {
+          acc[ord] = part;
+          touched.push(ord);
+        } else acc[ord] = acc[ord]! + part;
+      }
+    }
+    if (acc && touched) for (const ord of touched) top.offer(s.ids[ord]!, acc[ord]!);
+  }
+  return { hits: top.sorted(), df };
+}
+
+/** Entity names of the scope among `names` (any kind) and `words` (name and acronym entities only). */
+export function exactEntities(segments: readonly Segment[], names: readonly string[], words: readonly string[]): Set<string> {
+  const found = new Set<string>();
+  for (const s of segments) {
+    for (const n of names) if (find(s.names, n) >= 0) found.add(n);
+    for (const w of words) {
+      const i = find(s.names, w);
+      if (i >= 0 && (KIND_CODES[s.kinds[i]!] === 'name' || KIND_CODES[s.kinds[i]!] === 'acronym')) found.add(w);
+    }
+  }
+  return found;
+}
+
+/** Co-occurrence edges touching the seeds, weights summed over the scope's uploads, strongest first. */
+export function neighbours(segments: readonly Segment[], seeds: readonly string[], limit: number): Array<{ a: string; b: string; w: number }> {
+  const sum = new Map<string, { a: string; b: string; w: number }>();
+  for (const s of segments) {
+    // an edge between two seeds is listed from both of its ends: once per upload
+    const seen = new Set<string>();
+    for (const seed of seeds) {
+      const i = find(s.names, seed);
+      if (i < 0) continue;
+      for (let e = s.edgeStart[i]! * 2; e < s.edgeStart[i + 1]! * 2; e += 2) {
+        const other = s.names[s.edges[e]!]!;
+        const [a, b] = seed < other ? [seed, other] : [other, seed];
+        const key = `${a}\u0000${b}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        const entry = sum.get(key);
+        if (entry) entry.w += s.edges[e + 1]!;
+        else sum.set(key, { a, b, w: s.edges[e + 1]! });
+      }
+    }
+  }
+  const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+  return [...sum.values()].sort((x, y) => y.w - x.w || cmp(x.a, y.a) || cmp(x.b, y.b)).slice(0, limit);
+}
+
+/** Mentions of the entities in the scope: which chunk, how often. */
+export function mentionsOf(segments: readonly Segment[], names: readonly string[], limit: number): Array<{ chunkId: string; name: string; tf: number }> {
+  const out: Array<{ chunkId: string; name: string; tf: number }> = [];
+  for (const s of segments) {
+    for (const name of names) {
+      const i = find(s.names, name);
+      if (i < 0) continue;
+      for (let j = s.nameStart[i]!; j < s.nameStart[i + 1]!; j++) {
+        out.push({ chunkId: s.ids[Math.floor(s.mentions[j]! / COUNT_BITS)]!, name, tf: s.mentions[j]! % COUNT_BITS });
+        if (out.length >= limit) return out;
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,127 @@
+/**
+ * Trigram similarity as pg_trgm defines it, for the entity names held in memory (segments.ts): the
+ * trigrams of a string are those of its lower-cased words of letters and digits, each word padded with
+ * two spaces before and one after; similarity = shared / (|A| + |B| − shared), counted over distinct
+ * trigrams. Used to correct misspelt names and to match query phrases to entities fuzzily.
+ */
+export function trigrams(text: string): Set<string> {
+  const out = new Set<string>();
+  for (const m of text.toLowerCase().matchAll(/[\p{L}\p{N}]+/gu)) {
+    const chars = [...`  ${m[0]} `];
+    for (let i = 0; i + 3 <= chars.length; i++) out.add(chars[i]! + chars[i + 1]! + chars[i + 2]!);
+  }
+  return out;
+}
+
+export function similarity(a: ReadonlySet<string>, b: ReadonlySet<string>): number {
+  if (a.size === 0 || b.size === 0) return 0;
+  let shared = 0;
+  for (const t of a) if (b.has(t)) shared++;
+  return shared / (a.size + b.size - shared);
+}
+
+export interface Similar {
+  name: string;
+  sim: number;
+}
+
+/**
+ * A trigram index over the distinct entity names of the segments the cache holds, shared by them
+ * (the same name in many uploads is indexed once). Names are counted by the segments holding them; a
+ * name no segment holds any more is skipped by lookups and dropped when the index is compacted: when such
+ * names outnumber the live ones, or when the cache needs their memory.
+ */
+export class TrigramDictionary {
+  private readonly ids = new Map<string, number>();
+  private names: string[] = [];
+  private refs: number[] = [];
+  private sizes: number[] = [];
+  private postings = new Map<string, number[]>();
+  private counter = new Int32Array(0);
+  private dead = 0;
+  private entries = 0;
+  private deadEntries = 0;
+
+  /** estimated heap bytes of the names segments hold (those of dropped names are reclaimed by compact) */
+  get liveBytes(): number {
+    return (this.names.length - this.dead) * 120 + (this.entries - this.deadEntries) * 12;
+  }
+
+  add(name: string): void {
+    const id = this.ids.get(name);
+    if (id !== undefined) {
+      if (this.refs[id] === 0) {
+        this.dead--;
+        this.deadEntries -= this.sizes[id]!;
+      }
+      this.refs[id]!++;
+      return;
+    }
+    this.index(name, 1);
+  }
+
+  release(name: string): void {
+    const id = this.ids.get(name);
+    if (id === undefined || this.refs[id] === 0) return;
+    this.refs[id]!--;
+    if (this.refs[id] === 0) {
+      this.dead++;
+      this.deadEntries += this.sizes[id]!;
+    }
+    if (this.dead > 1000 && this.dead > this.names.length - this.dead) this.compact();
+  }
+
+  private index(name: string, refs: number): void {
+    const id = this.names.length;
+    const grams = trigrams(name);
+    this.ids.set(name, id);
+    this.names.push(name);
+    this.refs.push(refs);
+    this.sizes.push(grams.size);
+    for (const g of grams) {
+      const list = this.postings.get(g);
+      if (list) list.push(id);
+      else this.postings.set(g, [id]);
+    }
+    this.entries += grams.size;
+  }
+
+  /** Drops the names no segment holds (renumbering the rest). */
+  compact(): void {
+    if (this.dead === 0) return;
+    const live = this.names.map((n, i) => [n, this.refs[i]!] as const).filter(([, r]) => r > 0);
+    this.ids.clear();
+    this.names = [];
+    this.refs = [];
+    this.sizes = [];
+    this.postings = new Map();
+    this.entries = 0;
+    this.dead = 0;
+    this.deadEntries = 0;
+    for (const [name, refs] of live) this.index(name, refs);
+  }
+
+  /** Held names with similarity ≥ min to `text` that `accept` keeps, best first (then by name), at most `limit`. */
+  similar(text: string, min: number, accept: (name: string) => boolean, limit: number): Similar[] {
+    const q = trigrams(text);
+    if (q.size === 0 || limit <= 0) return [];
+    if (this.counter.length < this.names.length) this.counter = new Int32Array(Math.max(this.names.length, this.counter.length * 2, 1024));
+    const counter = this.counter;
+    const touched: number[] = [];
+    for (const g of q) {
+      for (const id of this.postings.get(g) ?? []) {
+        if (counter[id] === 0) touched.push(id);
+        counter[id]!++;
+      }
+    }
+    const out: Similar[] = [];
+    for (const id of touched) {
+      const shared = counter[id]!;
+      counter[id] = 0;
+      if (this.refs[id] === 0) continue;
+      const sim = shared / (q.size + this.sizes[id]! - shared);
+      if (sim >= min && accept(this.names[id]!)) out.push({ name: this.names[id]!, sim });
+    }
+    return out.sort((a, b) => b.sim - a.sim || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).slice(0, limit);
+  }
+}

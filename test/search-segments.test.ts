@@ -1,0 +1,195 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'drizzle-orm';
+import { rowsOf, type Database } from '../src/db/client.js';
+import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
+import { BM25 } from '../src/modules/search/retrieve.js';
+import { bm25, forEachLexeme, SegmentCache, TopK } from '../src/modules/search/segments.js';
+import { similarity, trigrams } from '../src/modules/search/trigrams.js';
+import { insertUpload } from '../src/modules/vault/uploads.repository.js';
+import { vectorLiteral } from '../src/modules/vault/ingest/pipeline.js';
+import { LocalEmbedder } from '../src/providers/embeddings/index.js';
+import { newId } from '../src/shared/ids.js';
+import { makeWorld, openTestDatabase } from './support/app.js';
+
+/**
+ * The in-memory copies of upload indexes (search/segments.ts) against Postgres itself: the tsvector
+ * reader against unnest(tsv), BM25 scored from the copies against the same formula evaluated in SQL
+ * over the stored tsvectors, and the cache's version check and memory bound.
+ */
+let database: Database;
+const uploads: string[] = [];
+const embedder = new LocalEmbedder(384);
+
+const TEXTS = [
+  "O'Brien's rock'n'roll café: naïve back\\slash C:\\temp and 'quoted' words.",
+  'Boundary layer transition on a flat plate at supersonic speed; the boundary layer thickens downstream.',
+  'Heat transfer in the laminar boundary layer of a cone at Mach 6, with wall cooling and heat flux measured.',
+  `${'flutter '.repeat(300)}of wings`,
+  'Σύγχρονη αεροδυναμική — 航空 — the shock wave and the expansion fan meet at the corner.',
+  'Shock wave boundary layer interaction: separation, reattachment and the pressure plateau.',
+];
+
+async function addUpload(texts: string[]): Promise<string> {
+  const db = database.db;
+  const w = await makeWorld(database);
+  const id = newId();
+  await insertUpload(db, { id, originalname: 'f.txt', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: w.userA1.id, accountId: w.accountA.id, status: 'processing', storageKey: id, sha256: id });
+  const vectors = await embedder.embed(texts);
+  await writeIndexedChunks(
+    db,
+    id,
+    texts.map((text, i) => ({ id: newId(), index: i, text, heading: null, tokens: 10, embedding: vectorLiteral(vectors[i]!, 384) })),
+    new Date(),
+  );
+  await finishUploadIndex(db, id);
+  await db.execute(sql`update uploads set status = 'active' where id = ${id}`);
+  return id;
+}
+
+const scopeOf = async (ids: string[]) =>
+  (
+    await rowsOf<{ id: string; chunks: number; lex_len: number; version: string }>(
+      database.db,
+      sql`select upload_id as id, chunks, lex_len::float8 as lex_len, version from upload_index_stats where upload_id = any(${`{${ids.join(',')}}`}::text[])`,
+    )
+  ).map((r) => ({ id: r.id, chunks: Number(r.chunks), lexLen: Number(r.lex_len), version: Number(r.version) }));
+
+before(async () => {
+  database = await openTestDatabase();
+  uploads.push(await addUpload(TEXTS.slice(0, 3)), await addUpload(TEXTS.slice(3)));
+});
+
+after(() => database.close());
+
+test('the tsvector reader gives the lexemes and position counts Postgres gives (quotes, backslashes, the cap on positions, non-Latin text)', async () => {
+  for (const text of [...TEXTS, "it''s a ''''", '\\\\ \\\' \'\\', '']) {
+    const [row] = await rowsOf<{ tsv: string }>(database.db, sql`select to_tsvector('english', ${text})::text as tsv`);
+    const expected = await rowsOf<{ lexeme: string; tf: number }>(
+      database.db,
+      sql`select t.lexeme, coalesce(array_length(t.positions, 1), 1)::int as tf from unnest(to_tsvector('english', ${text})) t order by t.lexeme`,
+    );
+    const got: Array<{ lexeme: string; tf: number }> = [];
+    forEachLexeme(row!.tsv, (lexeme, tf) => got.push({ lexeme, tf }));
+    got.sort((a, b) => (a.lexeme < b.lexeme ? -1 : a.lexeme > b.lexeme ? 1 : 0));
+    assert.deepEqual(got, expected.map((e) => ({ lexeme: e.lexeme, tf: Number(e.tf) })), text);
+  }
+  // the cap: Postgres keeps a bounded number of positions of a lexeme (300 written, fewer kept), and so does the count
+  const flutter: number[] = [];
+  const [row] = await rowsOf<{ tsv: string; kept: number }>(
+    database.db,
+    sql`select to_tsvector('english', ${TEXTS[3]!})::text as tsv, (select array_length(t.positions, 1) from unnest(to_tsvector('english', ${TEXTS[3]!})) t where t.lexeme = 'flutter') as kept`,
+  );
+  forEachLexeme(row!.tsv, (lexeme, tf) => lexeme === 'flutter' && flutter.push(tf));
+  assert.ok(Number(row!.kept) < 300);
+  assert.deepEqual(flutter, [Number(row!.kept)]);
+});
+
+test('BM25 from the in-memory copies equals the formula evaluated by Postgres over the stored tsvectors', async () => {
+  const cache = new SegmentCache(64 * 1024 * 1024);
+  const scope = await scopeOf(uploads);
+  const segments = await cache.segmentsOf(database.db, scope);
+  const n = scope.reduce((s, u) => s + u.chunks, 0);
+  const avgdl = scope.reduce((s, u) => s + u.lexLen, 0) / n;
+  for (const query of ['boundary layer', 'shock wave boundary layer heat', 'flutter', "o'brien café", 'nothing matches this']) {
+    const lexemes = (await rowsOf<{ lexeme: string; qtf: number }>(database.db, sql`select t.lexeme, coalesce(array_length(t.positions, 1), 1)::int as qtf from unnest(to_tsvector('english', ${query})) t`)).map((l) => ({ lexeme: l.lexeme, qtf: Number(l.qtf) }));
+    const expected = await rowsOf<{ id: string; score: number }>(
+      database.db,
+      sql`with q as (select * from unnest(${`{${lexemes.map((l) => `"${l.lexeme.replace(/"/g, '\\"')}"`).join(',')}}`}::text[], ${`{${lexemes.map((l) => l.qtf).join(',')}}`}::float8[]) as q(lexeme, qtf)),
+           post as (select c.id, c.lex_len, t.lexeme, coalesce(array_length(t.positions, 1), 1)::float8 as tf
+                      from chunks c cross join lateral unnest(c.tsv) t where c.upload_id = any(${`{${uploads.join(',')}}`}::text[])),
+           df as (select lexeme, count(*)::float8 as n from post group by lexeme)
+         select post.id, sum(q.qtf * ln(1 + (${n}::float8 - df.n + 0.5) / (df.n + 0.5)) * post.tf * (${BM25.k1}::float8 + 1)
+                  / (post.tf + ${BM25.k1}::float8 * (1 - ${BM25.b}::float8 + ${BM25.b}::float8 * post.lex_len / ${avgdl}::float8))) as score
+           from post join q using (lexeme) join df using (lexeme) group by post.id order by score desc, post.id`,
+    );
+    const got = bm25(segments, lexemes, 50, { ...BM25, n, avgdl });
+    assert.deepEqual(got.hits.map((h) => h.id), expected.map((e) => e.id), query);
+    for (const [i, h] of got.hits.entries()) assert.ok(Math.abs(h.score - Number(expected[i]!.score)) < 1e-9, `${query}: ${h.score} vs ${expected[i]!.score}`);
+    if (query === 'nothing matches this') assert.equal(got.hits.length, 0);
+    else assert.ok(got.hits.length > 0, query);
+  }
+  // the websearch filter: only allowed chunks are ranked, and their document frequencies count only them
+  const allowed = new Set((await rowsOf<{ id: string }>(database.db, sql`select id from chunks where tsv @@ websearch_to_tsquery('english', '"shock wave" -separation')`)).map((r) => r.id));
+  assert.equal(allowed.size, 1);
+  const filtered = bm25(segments, [{ lexeme: 'shock', qtf: 1 }], 10, { ...BM25, n, avgdl }, allowed);
+  assert.deepEqual(filtered.hits.map((h) => h.id), [...allowed]);
+  assert.equal(filtered.df.get('shock'), 1);
+});
+
+test('a copy is used only at the version it was read at, and the cache stays within its memory bound', async () => {
+  const cache = new SegmentCache(64 * 1024 * 1024);
+  const scope = await scopeOf(uploads);
+  await cache.segmentsOf(database.db, scope);
+  assert.equal(cache.loads, 2);
+  await cache.segmentsOf(database.db, scope);
+  assert.equal(cache.loads, 2);
+  assert.equal(cache.hits, 2);
+  await database.db.execute(sql`update upload_index_stats set version = nextval('upload_index_version') where upload_id = ${uploads[0]!}`);
+  await cache.segmentsOf(database.db, await scopeOf(uploads));
+  assert.equal(cache.loads, 3);
+  const held = cache.size.bytes;
+  assert.ok(held > 0);
+  // room for either alone, not for both: the least recently used goes
+  const alone = async (id: string) => {
+    const c = new SegmentCache(64 * 1024 * 1024);
+    await c.segmentsOf(database.db, await scopeOf([id]));
+    return c.size.bytes;
+  };
+  const bound = Math.max(await alone(uploads[0]!), await alone(uploads[1]!));
+  assert.ok(bound < held);
+  const small = new SegmentCache(bound);
+  const one = await small.segmentsOf(database.db, await scopeOf([uploads[0]!]));
+  await small.segmentsOf(database.db, await scopeOf([uploads[1]!]));
+  assert.ok(small.size.bytes <= bound);
+  assert.equal(small.size.segments, 1);
+  assert.equal((await small.segmentsOf(database.db, await scopeOf([uploads[1]!])))[0]?.version, (await scopeOf([uploads[1]!]))[0]?.version);
+  assert.equal(small.hits, 1);
+  // a scope larger than the bound is still searched whole
+  const both = await small.segmentsOf(database.db, await scopeOf(uploads));
+  assert.equal(both.length, 2);
+  assert.deepEqual(both.find((s) => s.uploadId === uploads[0])?.ids, one[0]?.ids);
+  const none = new SegmentCache(0);
+  assert.equal((await none.segmentsOf(database.db, await scopeOf(uploads))).length, 2);
+  assert.equal(none.size.segments, 0);
+});
+
+test('TopK keeps the k best, ties broken by id', () => {
+  const top = new TopK(3);
+  for (const [id, score] of [['e', 1], ['b', 2], ['a', 2], ['d', 5], ['c', 2], ['f', 0]] as const) top.offer(id, score);
+  assert.deepEqual(top.sorted(), [{ id: 'd', score: 5 }, { id: 'a', score: 2 }, { id: 'b', score: 2 }]);
+});
+
+test("trigram similarity equals pg_trgm's similarity()", async () => {
+  const pairs = [
+    ['navier stokes', 'navier-stokes equation'],
+    ['Hallvard Brekke', 'halvard brekke'],
+    ['boundary layer', 'boundary layers'],
+    ['NASA', 'nasa ames'],
+    ['mach 6', 'mach 6.5'],
+    ['x', 'y'],
+    ['', 'anything'],
+    ['café naïve', 'cafe naive'],
+  ] as const;
+  for (const [a, b] of pairs) {
+    const [row] = await rowsOf<{ sim: number }>(database.db, sql`select similarity(${a}, ${b})::float8 as sim`);
+    assert.ok(Math.abs(similarity(trigrams(a), trigrams(b)) - Number(row!.sim)) < 1e-6, `${a} / ${b}: ${similarity(trigrams(a), trigrams(b))} vs ${row!.sim}`);
+  }
+});
+
+test('fuzzy entity matches are the same from the shared trigram index (segments held) and name by name (cache off)', async () => {
+  const held = new SegmentCache(64 * 1024 * 1024);
+  const off = new SegmentCache(0);
+  const scope = await scopeOf(uploads);
+  const a = await held.segmentsOf(database.db, scope);
+  const b = await off.segmentsOf(database.db, scope);
+  for (const text of ['boundary layr', 'shock wave', 'heat transfer', 'flutter', 'pressure plateaus']) {
+    const x = held.similarEntities(a, text, 0.5, 3);
+    assert.deepEqual(x, off.similarEntities(b, text, 0.5, 3), text);
+    if (text !== 'flutter') assert.ok(x.length > 0, text);
+  }
+  // a kind filter, and names of uploads outside the scope never match
+  assert.deepEqual(held.similarEntities(a, 'boundary layer', 0.5, 3, new Set(['acronym'])), []);
+  const first = await held.segmentsOf(database.db, await scopeOf([uploads[1]!]));
+  assert.ok(!held.similarEntities(first, 'heat transfer', 0.5, 3).some((m) => m.name.includes('heat')));
+});
