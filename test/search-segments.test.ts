@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
-import { bm25, forEachLexeme, SegmentCache, TopK } from '../src/modules/search/segments.js';
+import { bm25, feedbackTerms, forEachLexeme, SegmentCache, TopK } from '../src/modules/search/segments.js';
 import { similarity, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { vectorLiteral } from '../src/modules/vault/ingest/pipeline.js';
@@ -117,6 +117,24 @@ test('BM25 from the in-memory copies equals the formula evaluated by Postgres ov
   assert.equal(filtered.df.get('shock'), 1);
 });
 
+test('relevance-feedback terms from the copies equal those Postgres computes from the stored tsvectors', async () => {
+  const cache = new SegmentCache(64 * 1024 * 1024);
+  const segments = await cache.segmentsOf(database.db, await scopeOf(uploads));
+  const docs = segments.flatMap((segment) => segment.ids.map((id, ord) => ({ id, segment, ord, weight: 1 / (ord + 2) })));
+  assert.ok(docs.length === TEXTS.length);
+  const expected = await rowsOf<{ lexeme: string; weight: number }>(
+    database.db,
+    sql`select t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)::float8 / greatest(c.lex_len, 1) * w.w) as weight
+          from unnest(${`{${docs.map((d) => d.id).join(',')}}`}::text[], ${`{${docs.map((d) => d.weight).join(',')}}`}::float8[]) as w(id, w)
+          join chunks c on c.id = w.id cross join lateral unnest(c.tsv) t
+         where length(t.lexeme) > 1
+         group by t.lexeme order by weight desc, t.lexeme limit 15`,
+  );
+  const got = feedbackTerms(docs, 15);
+  assert.deepEqual(got.map((g) => g.lexeme), expected.map((e) => e.lexeme));
+  for (const [i, g] of got.entries()) assert.ok(Math.abs(g.weight - Number(expected[i]!.weight)) < 1e-12);
+});
+
 test('a copy is used only at the version it was read at, and the cache stays within its memory bound', async () => {
   const cache = new SegmentCache(64 * 1024 * 1024);
   const scope = await scopeOf(uploads);
@@ -157,7 +175,7 @@ test('a copy is used only at the version it was read at, and the cache stays wit
 test('TopK keeps the k best, ties broken by id', () => {
   const top = new TopK(3);
   for (const [id, score] of [['e', 1], ['b', 2], ['a', 2], ['d', 5], ['c', 2], ['f', 0]] as const) top.offer(id, score);
-  assert.deepEqual(top.sorted(), [{ id: 'd', score: 5 }, { id: 'a', score: 2 }, { id: 'b', score: 2 }]);
+  assert.deepEqual(top.sorted().map(({ id, score }) => ({ id, score })), [{ id: 'd', score: 5 }, { id: 'a', score: 2 }, { id: 'b', score: 2 }]);
 });
 
 test("trigram similarity equals pg_trgm's similarity()", async () => {

@@ -9,7 +9,7 @@ import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
-import { bm25, exactEntities, mentionsOf, neighbours, type Segment, type SegmentCache } from './segments.js';
+import { bm25, exactEntities, feedbackTerms, mentionsOf, neighbours, type Located, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
 
 /**
@@ -151,7 +151,7 @@ async function lexical(db: DbOrTx, index: SegmentCache, segments: Segment[], upl
   const allowed = /["]|(^|\s)-\S/u.test(query) ? await repo.websearchMatches(db, uploadIds, query) : undefined;
   const rank = (terms: Array<{ lexeme: string; qtf: number }>) => bm25(segments, terms, k, params, allowed);
   let first = rank(lexemes);
-  if (first.hits.length > 0) first = { ...first, hits: await feedback(db, lexemes, first.hits, rank) };
+  if (first.hits.length > 0) first = { ...first, hits: feedback(lexemes, first.hits, rank) };
   // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity
   const unknown = lexemes.filter((l) => !first.df.has(l.lexeme)).map((l) => l.lexeme);
   if (unknown.length === 0) return first.hits;
@@ -173,15 +173,14 @@ const FB_LAMBDA = 0.5;
  * Pseudo-relevance feedback: the first pass's top chunks supply expansion terms (relevance model),
  * mixed with the query (λ), and BM25 runs again with the weighted terms.
  */
-async function feedback(
-  db: DbOrTx,
+function feedback(
   lexemes: Array<{ lexeme: string; qtf: number }>,
-  hits: Ranked[],
-  rank: (terms: Array<{ lexeme: string; qtf: number }>) => { hits: Ranked[] },
-): Promise<Ranked[]> {
-  const top = hits.slice(0, FB_DOCS);
+  hits: Located[],
+  rank: (terms: Array<{ lexeme: string; qtf: number }>) => { hits: Located[] },
+): Located[] {
+  const top = hits.slice(0, FB_DOCS).filter((h): h is Located & { segment: Segment; ord: number } => h.segment !== undefined && h.ord !== undefined);
   const sum = top.reduce((s, h) => s + h.score, 0) || 1;
-  const terms = await repo.feedbackTerms(db, top.map((h) => ({ id: h.id, weight: h.score / sum })), FB_TERMS);
+  const terms = feedbackTerms(top.map((h) => ({ segment: h.segment, ord: h.ord, weight: h.score / sum })), FB_TERMS);
   const termSum = terms.reduce((s, t) => s + t.weight, 0) || 1;
   const qSum = lexemes.reduce((s, l) => s + l.qtf, 0) || 1;
   const weights = new Map<string, number>();

@@ -304,23 +304,6 @@ export async function queryLexemes(db: DbOrTx, query: string): Promise<Array<{ l
   return rows.map((r) => ({ lexeme: r.lexeme, qtf: Number(r.qtf) }));
 }
 
-/**
- * Relevance-model feedback terms (RM3's P(w|R)): the lexemes of the given chunks weighted by
- * Σ_d P(w|d)·P(d|q), with P(w|d) = tf / lex_len and P(d|q) the chunks' normalised first-pass scores.
- */
-export async function feedbackTerms(db: DbOrTx, chunks: Array<{ id: string; weight: number }>, n: number): Promise<Array<{ lexeme: string; weight: number }>> {
-  if (chunks.length === 0) return [];
-  const rows = await rowsOf<{ lexeme: string; weight: number }>(
-    db,
-    sql`select t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)::float8 / greatest(c.lex_len, 1) * w.w) as weight
-          from unnest(${textArray(chunks.map((c) => c.id))}::text[], ${`{${chunks.map((c) => c.weight).join(',')}}`}::float8[]) as w(id, w)
-          join chunks c on c.id = w.id cross join lateral unnest(c.tsv) t
-         where length(t.lexeme) > 1
-         group by t.lexeme order by weight desc, t.lexeme limit ${n}`,
-  );
-  return rows.map((r) => ({ lexeme: r.lexeme, weight: Number(r.weight) }));
-}
-
 export interface ChunkForResult {
   id: string;
   uploadId: string;

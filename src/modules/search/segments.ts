@@ -36,6 +36,9 @@ export interface Segment {
   terms: string[];
   termStart: Uint32Array;
   postings: Uint32Array;
+  /** the same pairs by chunk (term index · 512 + count): the terms of chunk o are docTerms[docStart[o] .. docStart[o + 1]) */
+  docStart: Uint32Array;
+  docTerms: Uint32Array;
   /** sorted entity names with their kind (KIND_CODES) and mentions, as for terms */
   names: string[];
   kinds: Uint8Array;
@@ -156,6 +159,18 @@ interface Building {
 
 function build(uploadId: string, version: number, x: Building, entities: Array<[string, string]>, edgeRows: Array<[string, string, number]>): Segment {
   const p = compact(x.postings);
+  // the forward index (relevance feedback reads the terms of a few chunks)
+  const docStart = new Uint32Array(x.ids.length + 1);
+  for (const v of p.values) docStart[Math.floor(v / COUNT_BITS) + 1]!++;
+  for (let o = 0; o < x.ids.length; o++) docStart[o + 1] = docStart[o + 1]! + docStart[o]!;
+  const docTerms = new Uint32Array(p.values.length);
+  const fill = docStart.slice(0, x.ids.length);
+  for (let t = 0; t < p.keys.length; t++) {
+    for (let i = p.start[t]!; i < p.start[t + 1]!; i++) {
+      const ord = Math.floor(p.values[i]! / COUNT_BITS);
+      docTerms[fill[ord]!++] = t * COUNT_BITS + (p.values[i]! % COUNT_BITS);
+    }
+  }
   // every name of the upload's entities, also one without mentions left
   for (const [name] of entities) if (!x.mentions.has(name)) x.mentions.set(name, []);
   const m = compact(x.mentions);
@@ -184,7 +199,7 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
   let bytes = 200 + x.ids.length * (64 + 4);
   for (const k of p.keys) bytes += 28 + k.length;
   for (const k of m.keys) bytes += 28 + k.length + 1;
-  bytes += (p.start.length + p.values.length + m.start.length + m.values.length + edgeStart.length + edges.length) * 4;
+  bytes += (p.start.length + p.values.length + docStart.length + docTerms.length + m.start.length + m.values.length + edgeStart.length + edges.length) * 4;
   return {
     uploadId,
     version,
@@ -193,6 +208,8 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
     terms: p.keys,
     termStart: p.start,
     postings: p.values,
+    docStart,
+    docTerms,
     names: m.keys,
     kinds,
     nameStart: m.start,
@@ -398,8 +415,14 @@ export class SegmentCache {
 // ───────────── scoring over segments ─────────────
 
 /** Keeps the k best by score desc, then id asc (the order the SQL side used), in O(n log k). */
+/** A scored chunk with where it lives (its segment and ordinal). */
+export interface Located extends Scored {
+  segment?: Segment;
+  ord?: number;
+}
+
 export class TopK {
-  private readonly heap: Scored[] = [];
+  private readonly heap: Located[] = [];
   constructor(private readonly k: number) {}
 
   /** true when a is worse than b */
@@ -407,17 +430,17 @@ export class TopK {
     return a.score < b.score || (a.score === b.score && a.id > b.id);
   }
 
-  offer(id: string, score: number): void {
+  offer(id: string, score: number, segment?: Segment, ord?: number): void {
     const h = this.heap;
     if (this.k <= 0) return;
     if (h.length === this.k) {
       const root = h[0]!;
       if (!TopK.worse(root, { id, score })) return;
-      h[0] = { id, score };
+      h[0] = { id, score, segment, ord };
       this.down(0);
       return;
     }
-    h.push({ id, score });
+    h.push({ id, score, segment, ord });
     let i = h.length - 1;
     while (i > 0) {
       const parent = (i - 1) >> 1;
@@ -441,7 +464,7 @@ export class TopK {
     }
   }
 
-  sorted(): Scored[] {
+  sorted(): Located[] {
     return [...this.heap].sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 }
@@ -467,7 +490,7 @@ export function bm25(
   k: number,
   p: Bm25Params,
   allowed?: ReadonlySet<string>,
-): { hits: Scored[]; df: Map<string, number> } {
+): { hits: Located[]; df: Map<string, number> } {
   // the position of each query lexeme in each segment's terms, found once
   const at = segments.map((s) => lexemes.map((l) => find(s.terms, l.lexeme)));
   const df = new Map<string, number>();
@@ -505,9 +528,30 @@ export function bm25(
         } else acc[ord] = acc[ord]! + part;
       }
     }
-    if (acc && touched) for (const ord of touched) top.offer(s.ids[ord]!, acc[ord]!);
+    if (acc && touched) for (const ord of touched) top.offer(s.ids[ord]!, acc[ord]!, s, ord);
   }
   return { hits: top.sorted(), df };
+}
+
+/**
+ * Relevance-model feedback terms (RM3's P(w|R)): the lexemes of the given chunks weighted by
+ * Σ_d P(w|d)·P(d|q), with P(w|d) = tf / len_d and P(d|q) the chunks' normalised first-pass scores;
+ * one-character lexemes left out; the n heaviest, ties by lexeme.
+ */
+export function feedbackTerms(docs: ReadonlyArray<{ segment: Segment; ord: number; weight: number }>, n: number): Array<{ lexeme: string; weight: number }> {
+  const acc = new Map<string, number>();
+  for (const { segment: s, ord, weight } of docs) {
+    const len = Math.max(s.len[ord]!, 1);
+    for (let i = s.docStart[ord]!; i < s.docStart[ord + 1]!; i++) {
+      const lexeme = s.terms[Math.floor(s.docTerms[i]! / COUNT_BITS)]!;
+      if (lexeme.length < 3 && [...lexeme].length <= 1) continue;
+      acc.set(lexeme, (acc.get(lexeme) ?? 0) + ((s.docTerms[i]! % COUNT_BITS) / len) * weight);
+    }
+  }
+  return [...acc.entries()]
+    .map(([lexeme, w]) => ({ lexeme, weight: w }))
+    .sort((a, b) => b.weight - a.weight || (a.lexeme < b.lexeme ? -1 : a.lexeme > b.lexeme ? 1 : 0))
+    .slice(0, n);
 }
 
 /** Entity names of the scope among `names` (any kind) and `words` (name and acronym entities only). */
