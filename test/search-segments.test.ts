@@ -117,6 +117,44 @@ test('BM25 from the in-memory copies equals the formula evaluated by Postgres ov
   assert.equal(filtered.df.get('shock'), 1);
 });
 
+test('BM25 top k of weighted, expanded queries over 400 chunks equals the formula evaluated by Postgres', async () => {
+  // a 60-word vocabulary with Zipf-like frequencies: long postings for common words, as RM3 expands into
+  const vocabulary = Array.from({ length: 60 }, (_, i) => `w${String.fromCharCode(97 + (i % 26))}${String.fromCharCode(97 + Math.floor(i / 26))}q`);
+  let seed = 11;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const word = () => vocabulary[Math.min(59, Math.floor(60 * rand() ** 2.5))]!;
+  const id = await addUpload(Array.from({ length: 400 }, () => Array.from({ length: 5 + Math.floor(rand() * 60) }, word).join(' ')));
+  const scope = await scopeOf([id]);
+  const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, scope);
+  const n = scope[0]!.chunks;
+  const avgdl = scope[0]!.lexLen / n;
+  for (let q = 0; q < 25; q++) {
+    const words = [...new Set(Array.from({ length: 2 + Math.floor(rand() * 14) }, word))];
+    const lexemes = (await rowsOf<{ lexeme: string }>(database.db, sql`select t.lexeme from unnest(to_tsvector('english', ${words.join(' ')})) t`)).map((l, i) => ({
+      lexeme: l.lexeme,
+      qtf: i % 3 === 0 ? 1 : 0.05 + rand() / 10,
+    }));
+    for (const k of [1, 5, 20]) {
+      const expected = await rowsOf<{ id: string; score: number }>(
+        database.db,
+        sql`with q as (select * from unnest(${`{${lexemes.map((l) => l.lexeme).join(',')}}`}::text[], ${`{${lexemes.map((l) => l.qtf).join(',')}}`}::float8[]) as q(lexeme, qtf)),
+             post as (select c.id, c.lex_len, t.lexeme, coalesce(array_length(t.positions, 1), 1)::float8 as tf
+                        from chunks c cross join lateral unnest(c.tsv) t where c.upload_id = ${id}),
+             df as (select lexeme, count(*)::float8 as n from post group by lexeme)
+           select post.id, sum(q.qtf * ln(1 + (${n}::float8 - df.n + 0.5) / (df.n + 0.5)) * post.tf * (${BM25.k1}::float8 + 1)
+                    / (post.tf + ${BM25.k1}::float8 * (1 - ${BM25.b}::float8 + ${BM25.b}::float8 * post.lex_len / ${avgdl}::float8))) as score
+             from post join q using (lexeme) join df using (lexeme) group by post.id order by score desc, post.id limit ${k}`,
+      );
+      const got = bm25(segments, lexemes, k, { ...BM25, n, avgdl });
+      assert.equal(got.hits.length, expected.length);
+      for (const [i, h] of got.hits.entries()) assert.ok(Math.abs(h.score - Number(expected[i]!.score)) < 1e-9, `${words.join(' ')} k=${k} #${i}: ${h.score} vs ${expected[i]!.score}`);
+      // the same chunks, except that chunks of one score (to rounding) at the cut may be any of them
+      const last = got.hits[got.hits.length - 1]!.score;
+      assert.deepEqual(new Set(got.hits.filter((h) => h.score > last + 1e-9).map((h) => h.id)), new Set(expected.filter((e) => Number(e.score) > last + 1e-9).map((e) => e.id)));
+    }
+  }
+});
+
 test('relevance-feedback terms from the copies equal those Postgres computes from the stored tsvectors', async () => {
   const cache = new SegmentCache(64 * 1024 * 1024);
   const segments = await cache.segmentsOf(database.db, await scopeOf(uploads));
