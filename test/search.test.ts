@@ -225,20 +225,20 @@ describe('knowledge graph maintenance', () => {
     return r!;
   };
 
+  /** Edits the first chunk of one of user A1's files through `app` (PUT /api/user/embedding/{chunk}). */
+  const editFirstChunk = async (app: TestApp['app'], uploadId: string, text: string) => {
+    const chunks = (await app.inject({ method: 'GET', url: `/api/user/files/${uploadId}/chunks`, headers: bearer(tokens.a1!) })).json().data;
+    const res = await app.inject({ method: 'PUT', url: `/api/user/embedding/${chunks[0]._id}`, headers: bearer(tokens.a1!), payload: { text } });
+    assert.equal(res.statusCode, 200, res.body);
+  };
+
   test("an edited chunk's entities follow the edit", async () => {
     const id = await put(tokens.a1!, 'editable', 'Captain Mirela Ostrova sailed the Crimson Tide past Dunmore Point.', { scope: 'personal' });
     // searched once before the edit: the file's index is now held in memory (search/segments.ts)
     const found = (await search(tokens.a1!, { query: 'Mirela Ostrova' })).json();
     assert.equal(found.results[0]?.uploadId, id);
     assert.ok(found.results[0].scores.kag > 0 && found.results[0].scores.lexical > 0, JSON.stringify(found.results[0]));
-    const chunks = (await t.app.inject({ method: 'GET', url: `/api/user/files/${id}/chunks`, headers: bearer(tokens.a1!) })).json().data;
-    const res = await t.app.inject({
-      method: 'PUT',
-      url: `/api/user/embedding/${chunks[0]._id}`,
-      headers: bearer(tokens.a1!),
-      payload: { text: 'Admiral Teodor Vashenko anchored the Silver Heron near Kelmar Bay.' },
-    });
-    assert.equal(res.statusCode, 200, res.body);
+    await editFirstChunk(t.app, id, 'Admiral Teodor Vashenko anchored the Silver Heron near Kelmar Bay.');
     const names = (await rowsOf<{ name: string }>(t.database.db, sql`select name from kg_entities where upload_id = ${id}`)).map((r) => r.name);
     assert.ok(names.includes('admiral teodor vashenko') && names.includes('kelmar bay'), names.join(', '));
     assert.ok(!names.includes('mirela ostrova'), names.join(', '));
@@ -256,14 +256,7 @@ describe('knowledge graph maintenance', () => {
     const id = await put(tokens.a1!, 'two-nodes', 'Navigator Ilsabet Rourke crossed the Varnel Strait in winter.', { scope: 'personal' });
     const here = (await search(tokens.a1!, { query: 'Varnel Strait' })).json();
     assert.equal(here.results[0]?.uploadId, id);
-    const chunks = (await other.app.inject({ method: 'GET', url: `/api/user/files/${id}/chunks`, headers: bearer(tokens.a1!) })).json().data;
-    const res = await other.app.inject({
-      method: 'PUT',
-      url: `/api/user/embedding/${chunks[0]._id}`,
-      headers: bearer(tokens.a1!),
-      payload: { text: 'Cartographer Odalys Fenwick surveyed the Quillon Reef at dawn.' },
-    });
-    assert.equal(res.statusCode, 200, res.body);
+    await editFirstChunk(other.app, id, 'Cartographer Odalys Fenwick surveyed the Quillon Reef at dawn.');
     const fresh = (await search(tokens.a1!, { query: 'Quillon Reef' })).json();
     assert.equal(fresh.results[0]?.uploadId, id);
     assert.ok(fresh.results[0].scores.lexical > 0 && fresh.results[0].scores.kag > 0, JSON.stringify(fresh.results[0]));
