@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
-import { bm25, feedbackTerms, forEachLexeme, SegmentCache, TopK } from '../src/modules/search/segments.js';
+import { bm25, feedbackTerms, forEachLexeme, matching, parseTsQuery, SegmentCache, TopK } from '../src/modules/search/segments.js';
 import { similarity, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { vectorLiteral } from '../src/modules/vault/ingest/pipeline.js';
@@ -153,6 +153,33 @@ test('BM25 top k of weighted, expanded queries over 400 chunks equals the formul
       assert.deepEqual(new Set(got.hits.filter((h) => h.score > last + 1e-9).map((h) => h.id)), new Set(expected.filter((e) => Number(e.score) > last + 1e-9).map((e) => e.id)));
     }
   }
+});
+
+test('websearch filters (-exclusions, or) evaluated on the copies match what Postgres matches; phrases are left to Postgres', async () => {
+  const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, await scopeOf(uploads));
+  const cases: Array<[string, 'copies' | 'postgres']> = [
+    ['boundary -shock', 'copies'],
+    ['shock or flutter -wave', 'copies'],
+    ['-layer', 'copies'],
+    ["o'brien -café", 'postgres'],
+    ['naïve -café', 'copies'],
+    ['heat or cone or mach -cooling', 'copies'],
+    ['or or', 'copies'],
+    ['heat -"shock wave"', 'postgres'],
+    ['"boundary layer" -transition', 'postgres'],
+  ];
+  for (const [query, where] of cases) {
+    const text = (await rowsOf<{ q: string }>(database.db, sql`select websearch_to_tsquery('english', ${query})::text as q`))[0]!.q;
+    const parsed = parseTsQuery(text);
+    assert.equal(parsed === undefined ? 'postgres' : 'copies', where, `${query} → ${text}`);
+    if (parsed === undefined) continue;
+    const expected = await rowsOf<{ id: string }>(
+      database.db,
+      sql`select id from chunks where upload_id = any(${`{${uploads.join(',')}}`}::text[]) and tsv @@ websearch_to_tsquery('english', ${query})`,
+    );
+    assert.deepEqual(matching(segments, parsed), new Set(expected.map((r) => r.id)), `${query} → ${text}`);
+  }
+  assert.ok((await rowsOf(database.db, sql`select id from chunks where upload_id = any(${`{${uploads.join(',')}}`}::text[]) and tsv @@ websearch_to_tsquery('english', '-layer')`)).length > 0);
 });
 
 test('relevance-feedback terms from the copies equal those Postgres computes from the stored tsvectors', async () => {

@@ -9,7 +9,7 @@ import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
-import { bm25, exactEntities, feedbackTerms, mentionsOf, neighbours, type Located, type Segment, type SegmentCache } from './segments.js';
+import { bm25, exactEntities, feedbackTerms, matching, mentionsOf, neighbours, parseTsQuery, type Located, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
 
 /**
@@ -147,8 +147,13 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
 async function lexical(db: DbOrTx, index: SegmentCache, segments: Segment[], uploadIds: SQL, query: string, k: number, n: number, lexTotal: number): Promise<Ranked[]> {
   const lexemes = await repo.queryLexemes(db, query);
   const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)) };
-  // quoted phrases and -exclusions: only the chunks matching websearch_to_tsquery are ranked
-  const allowed = /["]|(^|\s)-\S/u.test(query) ? await repo.websearchMatches(db, uploadIds, query) : undefined;
+  // quoted phrases and -exclusions: only the chunks matching websearch_to_tsquery are ranked (found from the
+  // copies; a query with a phrase needs positions, which only Postgres has)
+  let allowed: Set<string> | undefined;
+  if (/["]|(^|\s)-\S/u.test(query)) {
+    const parsed = parseTsQuery(await repo.websearchQueryText(db, query));
+    allowed = parsed === undefined ? await repo.websearchMatches(db, uploadIds, query) : matching(segments, parsed);
+  }
   const rank = (terms: Array<{ lexeme: string; qtf: number }>) => bm25(segments, terms, k, params, allowed);
   let first = rank(lexemes);
   if (first.hits.length > 0) first = { ...first, hits: feedback(lexemes, first.hits, rank) };

@@ -241,6 +241,12 @@ export async function edgesOf(db: DbOrTx, uploadIds: readonly string[]): Promise
   return rows.map((r) => ({ uploadId: r.upload_id, edges: r.edges }));
 }
 
+/** websearch_to_tsquery of a query in its text form (quoted phrases, -exclusions, or). */
+export async function websearchQueryText(db: DbOrTx, query: string): Promise<string> {
+  const [row] = await rowsOf<{ q: string }>(db, sql`select websearch_to_tsquery('english', ${query})::text as q`);
+  return row?.q ?? '';
+}
+
 /** Chunks of the scope matching a websearch_to_tsquery (quoted phrases, -exclusions), through the GIN index. */
 export async function websearchMatches(db: DbOrTx, scope: SQL, query: string): Promise<Set<string>> {
   const rows = await rowsOf<{ id: string }>(

@@ -607,3 +607,100 @@ export function mentionsOf(segments: readonly Segment[], names: readonly string[
   }
   return out;
 }
+
+/** A text-search query without phrase operators: lexemes under NOT, AND and OR. */
+export type TsQueryNode = { op: 'lexeme'; lexeme: string } | { op: 'not'; arg: TsQueryNode } | { op: 'and' | 'or'; left: TsQueryNode; right: TsQueryNode };
+
+/**
+ * Reads a tsquery's text form (`'method' & !'dash' | 'exact'`) as Postgres writes it. Returns null for the
+ * empty query (it matches nothing) and undefined for what the copies cannot evaluate: phrase operators
+ * (`<->`, `<N>`: they need positions), prefixes and weights (`:*`, `:AB`).
+ * Precedence as in Postgres: `!` binds tighter than `&`, `&` tighter than `|`.
+ */
+export function parseTsQuery(text: string): TsQueryNode | null | undefined {
+  let i = 0;
+  let unsupported = false;
+  const space = () => {
+    while (text[i] === ' ') i++;
+  };
+  const primary = (): TsQueryNode | undefined => {
+    space();
+    if (text[i] === '!') {
+      i++;
+      const arg = primary();
+      return arg && { op: 'not', arg };
+    }
+    if (text[i] === '(') {
+      i++;
+      const inner = or();
+      space();
+      if (text[i] !== ')') return undefined;
+      i++;
+      return inner;
+    }
+    if (text[i] !== "'") return undefined;
+    let lexeme = '';
+    for (i++; i < text.length; i++) {
+      if (text[i] === '\\') lexeme += text[++i] ?? '';
+      else if (text[i] === "'" && text[i + 1] === "'") lexeme += text[++i];
+      else if (text[i] === "'") break;
+      else lexeme += text[i];
+    }
+    if (text[i] !== "'") return undefined;
+    i++;
+    if (text[i] === ':') unsupported = true;
+    return { op: 'lexeme', lexeme };
+  };
+  const and = (): TsQueryNode | undefined => {
+    let left = primary();
+    for (;;) {
+      space();
+      if (text[i] === '<') unsupported = true;
+      if (!left || text[i] !== '&') return left;
+      i++;
+      const right = primary();
+      if (!right) return undefined;
+      left = { op: 'and', left, right };
+    }
+  };
+  const or = (): TsQueryNode | undefined => {
+    let left = and();
+    for (;;) {
+      space();
+      if (!left || text[i] !== '|') return left;
+      i++;
+      const right = and();
+      if (!right) return undefined;
+      left = { op: 'or', left, right };
+    }
+  };
+  space();
+  if (i >= text.length) return null;
+  const node = or();
+  space();
+  return unsupported || !node || i < text.length ? undefined : node;
+}
+
+/** The chunks of the segments that match the query (Postgres' `tsv @@ query` for queries without phrases). */
+export function matching(segments: readonly Segment[], query: TsQueryNode | null): Set<string> {
+  const out = new Set<string>();
+  if (query === null) return out;
+  for (const s of segments) {
+    const n = s.ids.length;
+    const evaluate = (node: TsQueryNode): Uint8Array => {
+      if (node.op === 'lexeme') {
+        const hit = new Uint8Array(n);
+        const t = find(s.terms, node.lexeme);
+        if (t >= 0) for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) hit[Math.floor(s.postings[i]! / COUNT_BITS)] = 1;
+        return hit;
+      }
+      if (node.op === 'not') return evaluate(node.arg).map((v) => 1 - v);
+      const a = evaluate(node.left);
+      const b = evaluate(node.right);
+      return node.op === 'and' ? a.map((v, i) => v & b[i]!) : a.map((v, i) => v | b[i]!);
+    };
+    const hit = evaluate(query);
+    for (let o = 0; o < n; o++) if (hit[o]) out.add(s.ids[o]!);
+  }
+  return out;
+}
