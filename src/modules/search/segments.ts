@@ -1,7 +1,7 @@
 import type { DbOrTx } from '../../db/client.js';
 import * as repo from './search.repository.js';
 import type { Scored } from './search.repository.js';
-import { similarity, TrigramDictionary, trigrams, type Similar } from './trigrams.js';
+import { bySimilarity, compareText, similarity, TrigramDictionary, trigrams, type Similar } from './trigrams.js';
 
 /**
  * The search-side index of each upload held in memory ("segments"): its chunks' lexeme postings (BM25)
@@ -54,8 +54,15 @@ export interface Segment {
 const KIND_CODES = ['name', 'acronym', 'quantity', 'phrase'] as const;
 const PROPER_KINDS: ReadonlySet<string> = new Set(['name', 'acronym']);
 const kindCode = (kind: string) => Math.max(0, KIND_CODES.indexOf(kind as (typeof KIND_CODES)[number]));
+const kindOf = (s: Segment, name: number): string => KIND_CODES[s.kinds[name]!]!;
+/** A name or an acronym (what a misspelt query word is corrected to). */
+const isProper = (s: Segment, name: number) => PROPER_KINDS.has(kindOf(s, name));
 const COUNT_BITS = 512;
 const MAX_COUNT = COUNT_BITS - 1;
+const pack = (ord: number, count: number) => ord * COUNT_BITS + Math.min(MAX_COUNT, Math.max(1, count));
+/** The chunk ordinal (or term index) and the count packed in a posting. */
+const ordOf = (packed: number) => Math.floor(packed / COUNT_BITS);
+const countOf = (packed: number) => packed % COUNT_BITS;
 
 const PAGE_CHUNKS = 500;
 /** Uploads read together when a scope's copies are missing. */
@@ -148,8 +155,6 @@ function compact(map: Map<string, number[]>): { keys: string[]; start: Uint32Arr
   return { keys, start, values };
 }
 
-const pack = (ord: number, count: number) => ord * COUNT_BITS + Math.min(MAX_COUNT, Math.max(1, count));
-
 interface Building {
   ids: string[];
   lens: number[];
@@ -161,14 +166,14 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
   const p = compact(x.postings);
   // the forward index (relevance feedback reads the terms of a few chunks)
   const docStart = new Uint32Array(x.ids.length + 1);
-  for (const v of p.values) docStart[Math.floor(v / COUNT_BITS) + 1]!++;
+  for (const v of p.values) docStart[ordOf(v) + 1]!++;
   for (let o = 0; o < x.ids.length; o++) docStart[o + 1] = docStart[o + 1]! + docStart[o]!;
   const docTerms = new Uint32Array(p.values.length);
   const fill = docStart.slice(0, x.ids.length);
   for (let t = 0; t < p.keys.length; t++) {
     for (let i = p.start[t]!; i < p.start[t + 1]!; i++) {
-      const ord = Math.floor(p.values[i]! / COUNT_BITS);
-      docTerms[fill[ord]!++] = t * COUNT_BITS + (p.values[i]! % COUNT_BITS);
+      const ord = ordOf(p.values[i]!);
+      docTerms[fill[ord]!++] = pack(t, countOf(p.values[i]!));
     }
   }
   // every name of the upload's entities, also one without mentions left
@@ -292,7 +297,7 @@ export class SegmentCache {
    */
   similarEntities(segments: readonly Segment[], text: string, min: number, limit: number, kinds?: ReadonlySet<string>): Similar[] {
     const held = segments.filter((s) => this.holds(s));
-    const accepted = (s: Segment, i: number) => i >= 0 && (!kinds || kinds.has(KIND_CODES[s.kinds[i]!]!));
+    const accepted = (s: Segment, i: number) => i >= 0 && (!kinds || kinds.has(kindOf(s, i)));
     const best = new Map<string, number>();
     if (held.length > 0) {
       const dictionary = kinds && [...kinds].every((k) => PROPER_KINDS.has(k)) ? this.proper : this.names;
@@ -311,7 +316,7 @@ export class SegmentCache {
     }
     return [...best.entries()]
       .map(([name, sim]) => ({ name, sim }))
-      .sort((a, b) => b.sim - a.sim || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .sort(bySimilarity)
       .slice(0, limit);
   }
 
@@ -394,7 +399,7 @@ export class SegmentCache {
     this.bytes += segment.bytes;
     for (const [i, name] of segment.names.entries()) {
       this.names.add(name);
-      if (PROPER_KINDS.has(KIND_CODES[segment.kinds[i]!]!)) this.proper.add(name);
+      if (isProper(segment, i)) this.proper.add(name);
     }
     for (const s of this.segments.values()) {
       if (this.bytes + this.names.liveBytes + this.proper.liveBytes <= this.maxBytes) break;
@@ -407,20 +412,20 @@ export class SegmentCache {
     this.bytes -= segment.bytes;
     for (const [i, name] of segment.names.entries()) {
       this.names.release(name);
-      if (PROPER_KINDS.has(KIND_CODES[segment.kinds[i]!]!)) this.proper.release(name);
+      if (isProper(segment, i)) this.proper.release(name);
     }
   }
 }
 
 // ───────────── scoring over segments ─────────────
 
-/** Keeps the k best by score desc, then id asc (the order the SQL side used), in O(n log k). */
 /** A scored chunk with where it lives (its segment and ordinal). */
 export interface Located extends Scored {
   segment?: Segment;
   ord?: number;
 }
 
+/** Keeps the k best by score desc, then id asc, in O(n log k). */
 export class TopK {
   private readonly heap: Located[] = [];
   constructor(private readonly k: number) {}
@@ -465,7 +470,7 @@ export class TopK {
   }
 
   sorted(): Located[] {
-    return [...this.heap].sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return [...this.heap].sort((a, b) => b.score - a.score || compareText(a.id, b.id));
   }
 }
 
@@ -500,7 +505,7 @@ export function bm25(
       const t = at[si]![li]!;
       if (t < 0) continue;
       if (!allowed) n += s.termStart[t + 1]! - s.termStart[t]!;
-      else for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) if (allowed.has(s.ids[Math.floor(s.postings[i]! / COUNT_BITS)]!)) n++;
+      else for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) if (allowed.has(s.ids[ordOf(s.postings[i]!)]!)) n++;
     }
     if (n > 0) df.set(lexeme, n);
   }
@@ -518,9 +523,9 @@ export function bm25(
       acc ??= new Float64Array(s.ids.length).fill(Number.NaN);
       touched ??= [];
       for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) {
-        const ord = Math.floor(s.postings[i]! / COUNT_BITS);
+        const ord = ordOf(s.postings[i]!);
         if (allowed && !allowed.has(s.ids[ord]!)) continue;
-        const tf = s.postings[i]! % COUNT_BITS;
+        const tf = countOf(s.postings[i]!);
         const part = (w * tf * (p.k1 + 1)) / (tf + p.k1 * (1 - p.b + (p.b * s.len[ord]!) / p.avgdl));
         if (Number.isNaN(acc[ord]!)) {
           acc[ord] = part;
@@ -543,14 +548,14 @@ export function feedbackTerms(docs: ReadonlyArray<{ segment: Segment; ord: numbe
   for (const { segment: s, ord, weight } of docs) {
     const len = Math.max(s.len[ord]!, 1);
     for (let i = s.docStart[ord]!; i < s.docStart[ord + 1]!; i++) {
-      const lexeme = s.terms[Math.floor(s.docTerms[i]! / COUNT_BITS)]!;
+      const lexeme = s.terms[ordOf(s.docTerms[i]!)]!;
       if (lexeme.length < 3 && [...lexeme].length <= 1) continue;
-      acc.set(lexeme, (acc.get(lexeme) ?? 0) + ((s.docTerms[i]! % COUNT_BITS) / len) * weight);
+      acc.set(lexeme, (acc.get(lexeme) ?? 0) + (countOf(s.docTerms[i]!) / len) * weight);
     }
   }
   return [...acc.entries()]
     .map(([lexeme, w]) => ({ lexeme, weight: w }))
-    .sort((a, b) => b.weight - a.weight || (a.lexeme < b.lexeme ? -1 : a.lexeme > b.lexeme ? 1 : 0))
+    .sort((a, b) => b.weight - a.weight || compareText(a.lexeme, b.lexeme))
     .slice(0, n);
 }
 
@@ -561,7 +566,7 @@ export function exactEntities(segments: readonly Segment[], names: readonly stri
     for (const n of names) if (find(s.names, n) >= 0) found.add(n);
     for (const w of words) {
       const i = find(s.names, w);
-      if (i >= 0 && (KIND_CODES[s.kinds[i]!] === 'name' || KIND_CODES[s.kinds[i]!] === 'acronym')) found.add(w);
+      if (i >= 0 && isProper(s, i)) found.add(w);
     }
   }
   return found;
@@ -588,8 +593,7 @@ export function neighbours(segments: readonly Segment[], seeds: readonly string[
       }
     }
   }
-  const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
-  return [...sum.values()].sort((x, y) => y.w - x.w || cmp(x.a, y.a) || cmp(x.b, y.b)).slice(0, limit);
+  return [...sum.values()].sort((x, y) => y.w - x.w || compareText(x.a, y.a) || compareText(x.b, y.b)).slice(0, limit);
 }
 
 /** Mentions of the entities in the scope: which chunk, how often. */
@@ -600,7 +604,7 @@ export function mentionsOf(segments: readonly Segment[], names: readonly string[
       const i = find(s.names, name);
       if (i < 0) continue;
       for (let j = s.nameStart[i]!; j < s.nameStart[i + 1]!; j++) {
-        out.push({ chunkId: s.ids[Math.floor(s.mentions[j]! / COUNT_BITS)]!, name, tf: s.mentions[j]! % COUNT_BITS });
+        out.push({ chunkId: s.ids[ordOf(s.mentions[j]!)]!, name, tf: countOf(s.mentions[j]!) });
         if (out.length >= limit) return out;
       }
     }
@@ -691,7 +695,7 @@ export function matching(segments: readonly Segment[], query: TsQueryNode | null
       if (node.op === 'lexeme') {
         const hit = new Uint8Array(n);
         const t = find(s.terms, node.lexeme);
-        if (t >= 0) for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) hit[Math.floor(s.postings[i]! / COUNT_BITS)] = 1;
+        if (t >= 0) for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) hit[ordOf(s.postings[i]!)] = 1;
         return hit;
       }
       if (node.op === 'not') return evaluate(node.arg).map((v) => 1 - v);

@@ -13,23 +13,32 @@ export function trigrams(text: string): Set<string> {
   return out;
 }
 
+/** Sets of `a` and `b` trigrams sharing `shared`: pg_trgm's similarity. */
+const ratio = (shared: number, a: number, b: number) => shared / (a + b - shared);
+
 export function similarity(a: ReadonlySet<string>, b: ReadonlySet<string>): number {
   if (a.size === 0 || b.size === 0) return 0;
   let shared = 0;
   for (const t of a) if (b.has(t)) shared++;
-  return shared / (a.size + b.size - shared);
+  return ratio(shared, a.size, b.size);
 }
+
+/** Strings in UTF-16 code unit order (JavaScript's default sort; the order ties are broken in). */
+export const compareText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 export interface Similar {
   name: string;
   sim: number;
 }
 
+/** Most similar first, then by name. */
+export const bySimilarity = (a: Similar, b: Similar): number => b.sim - a.sim || compareText(a.name, b.name);
+
 /**
  * A trigram index over the distinct entity names of the segments the cache holds, shared by them
  * (the same name in many uploads is indexed once). Names are counted by the segments holding them; a
- * name no segment holds any more is skipped by lookups and dropped when the index is compacted: when such
- * names outnumber the live ones, or when the cache needs their memory.
+ * name no segment holds any more is skipped by lookups and dropped when the index is compacted, which
+ * happens when such names outnumber the live ones.
  */
 export class TrigramDictionary {
   private readonly ids = new Map<string, number>();
@@ -87,7 +96,7 @@ export class TrigramDictionary {
   }
 
   /** Drops the names no segment holds (renumbering the rest). */
-  compact(): void {
+  private compact(): void {
     if (this.dead === 0) return;
     const live = this.names.map((n, i) => [n, this.refs[i]!] as const).filter(([, r]) => r > 0);
     this.ids.clear();
@@ -119,9 +128,9 @@ export class TrigramDictionary {
       const shared = counter[id]!;
       counter[id] = 0;
       if (this.refs[id] === 0) continue;
-      const sim = shared / (q.size + this.sizes[id]! - shared);
+      const sim = ratio(shared, q.size, this.sizes[id]!);
       if (sim >= min && accept(this.names[id]!)) out.push({ name: this.names[id]!, sim });
     }
-    return out.sort((a, b) => b.sim - a.sim || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).slice(0, limit);
+    return out.sort(bySimilarity).slice(0, limit);
   }
 }
