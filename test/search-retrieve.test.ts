@@ -84,3 +84,15 @@ test('regraph rebuilds a graph that is missing, the same graph as ingestion wrot
   assert.deepEqual(after.results.map((r) => r.uploadId), [ids.inChild]);
   assert.deepEqual(await graphRows(), ingested);
 });
+
+test('minScore on results that only the lexical side found: their cosine is read for the filter', async () => {
+  const auth = await authOf();
+  // without the dense list no cosine comes with the results: the filter reads them
+  const all = await retrieve(t.app.ctx, auth, 'photosynthesis', { limit: 5, methods: ['lexical'], minScore: 0 });
+  assert.deepEqual(all.results.map((r) => r.source), ['rag', 'rag']);
+  const [low, high] = all.results.map((r) => r.denseScore!).sort((a, b) => a - b);
+  assert.ok(low! < high!, JSON.stringify(all.results.map((r) => r.denseScore)));
+  const filtered = await retrieve(t.app.ctx, auth, 'photosynthesis', { limit: 5, methods: ['lexical'], minScore: (low! + high!) / 2 });
+  assert.deepEqual(filtered.results.map((r) => r.denseScore), [high]);
+  assert.equal(filtered.totalScanned, 2);
+});

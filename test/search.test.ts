@@ -205,8 +205,16 @@ describe('sources, fusion and snippets', () => {
     assert.ok(strict.results.every((r: any) => r.source !== 'rag'));
     const keptKinds = new Set(strict.results.map((r: any) => r.source));
     assert.ok(keptKinds.has('kag') && keptKinds.has('fused'), JSON.stringify([...keptKinds]));
-    const mid = (await search(tokens.a1!, { query: 'Zorblax Quintavern', limit: 100, minScore: 0.2 })).json();
-    for (const r of mid.results) if (r.source === 'rag') assert.ok(r.denseScore >= 0.2);
+    // a threshold between two rag results' cosines keeps the one above it, and everything that is not rag
+    const query = 'trades coast rotor blades';
+    const all = (await search(tokens.a1!, { query, limit: 100, minScore: 0 })).json();
+    const cosines = all.results.filter((r: any) => r.source === 'rag').map((r: any) => r.denseScore as number).sort((x: number, y: number) => x - y);
+    assert.ok(all.totalScanned <= 100 && cosines.length >= 2 && cosines[0] < cosines[cosines.length - 1], JSON.stringify(all.results));
+    const threshold = (cosines[0] + cosines[cosines.length - 1]) / 2;
+    const mid = (await search(tokens.a1!, { query, limit: 100, minScore: threshold })).json();
+    const expected = all.results.filter((r: any) => r.source !== 'rag' || r.denseScore >= threshold).map((r: any) => r.chunkId);
+    assert.deepEqual(mid.results.map((r: any) => r.chunkId), expected);
+    assert.ok(expected.length < all.results.length && mid.results.some((r: any) => r.source === 'rag'), 'some rag results kept, some dropped');
   });
 
   test('the single-method switch is for superadmins only', async () => {

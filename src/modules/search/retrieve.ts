@@ -9,7 +9,7 @@ import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
-import { bm25, exactEntities, feedbackTerms, matching, mentionsOf, neighbours, parseTsQuery, type Located, type Segment, type SegmentCache } from './segments.js';
+import { bm25, entityScores, exactEntities, feedbackTerms, matching, neighbours, parseTsQuery, type Located, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
 
 /**
@@ -80,7 +80,6 @@ const NAME_KINDS: ReadonlySet<string> = new Set(['name', 'acronym']);
 /** One hop: neighbours per matched entity, and the decay of their contribution. */
 const HOP_NEIGHBOURS = 3;
 const HOP_DECAY = 0.5;
-const MAX_MENTION_ROWS = 50_000;
 
 const depthFor = (limit: number) => Math.min(200, Math.max(50, limit * 2));
 
@@ -155,18 +154,30 @@ async function lexical(db: DbOrTx, index: SegmentCache, segments: Segment[], upl
     allowed = parsed === undefined ? await repo.websearchMatches(db, uploadIds, query) : matching(segments, parsed);
   }
   const rank = (terms: Array<{ lexeme: string; qtf: number }>) => bm25(segments, terms, k, params, allowed);
-  let first = rank(lexemes);
-  if (first.hits.length > 0) first = { ...first, hits: feedback(lexemes, first.hits, rank) };
-  // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity
-  const unknown = lexemes.filter((l) => !first.df.has(l.lexeme)).map((l) => l.lexeme);
-  if (unknown.length === 0) return first.hits;
+  const first = rank(lexemes);
+  // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity,
+  // and the corrected query is the one that relevance feedback expands
+  const corrected = await correctUnknown(db, index, segments, query, lexemes, first.df);
+  const pass = corrected ? rank(corrected) : first;
+  return pass.hits.length > 0 ? feedback(corrected ?? lexemes, pass.hits, rank) : pass.hits;
+}
+
+/** The query's lexemes with those unknown in scope replaced by the lexemes of the closest name entities; undefined when nothing changes. */
+async function correctUnknown(
+  db: DbOrTx,
+  index: SegmentCache,
+  segments: Segment[],
+  query: string,
+  lexemes: Array<{ lexeme: string; qtf: number }>,
+  df: ReadonlyMap<string, number>,
+): Promise<Array<{ lexeme: string; qtf: number }> | undefined> {
+  if (lexemes.every((l) => df.has(l.lexeme))) return undefined;
   const words = [...query.toLowerCase().matchAll(/[\p{L}\p{N}][\p{L}\p{N}'’-]*/gu)].map((m) => m[0]).filter((w) => w.length >= 4);
   const corrections = words.flatMap((w) => index.similarEntities(segments, w, FUZZY_MIN, 1, NAME_KINDS));
   const extra = corrections.length > 0 ? await repo.queryLexemes(db, corrections.map((c) => c.name).join(' ')) : [];
-  const known = lexemes.filter((l) => first.df.has(l.lexeme));
-  const merged = [...known, ...extra.filter((e) => !known.some((k2) => k2.lexeme === e.lexeme))];
-  if (extra.length === 0) return first.hits;
-  return rank(merged).hits;
+  if (extra.length === 0) return undefined;
+  const known = lexemes.filter((l) => df.has(l.lexeme));
+  return [...known, ...extra.filter((e) => !known.some((k2) => k2.lexeme === e.lexeme))];
 }
 
 /** RM3 with the usual parameters (Lavrenko & Croft; Anserini's defaults): 10 feedback chunks, 10 terms, λ 0.5. */
@@ -227,18 +238,7 @@ function graph(index: SegmentCache, segments: Segment[], query: string, k: numbe
       weight.set(other, Math.max(weight.get(other) ?? 0, hop));
     }
   }
-  const mentions = mentionsOf(segments, [...weight.keys()], MAX_MENTION_ROWS);
-  const df = new Map<string, number>();
-  for (const m of mentions) df.set(m.name, (df.get(m.name) ?? 0) + 1);
-  const score = new Map<string, number>();
-  for (const m of mentions) {
-    const ief = Math.log(1 + n / (df.get(m.name) ?? 1));
-    score.set(m.chunkId, (score.get(m.chunkId) ?? 0) + (weight.get(m.name) ?? 0) * ief * (1 + Math.log(m.tf)));
-  }
-  return [...score.entries()]
-    .map(([id, s]) => ({ id, score: s }))
-    .sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1))
-    .slice(0, k);
+  return entityScores(segments, weight, n, k).map((h) => ({ id: h.id, score: h.score }));
 }
 
 /**
@@ -259,21 +259,31 @@ export async function retrieve(ctx: AppContext, auth: AuthContext, query: string
   const ranked = await rankLists(ctx, auth, q, { ...options, limit });
   const fused = fuse(ranked.lists);
   const totalScanned = fused.length;
-  // minScore filters `rag` results on their dense cosine; kag and fused results are kept whatever it is
-  const details = new Map((await repo.chunksForResults(ctx.db, fused.map((f) => f.id), ranked.vector)).map((c) => [c.id, c]));
-  const kept = fused.filter((f) => {
-    if (options.minScore === undefined || sourceOf(f.by) !== 'rag') return true;
-    const dense = details.get(f.id)?.dense ?? 0;
-    return dense >= options.minScore;
-  });
-  const top = kept.slice(0, limit).filter((f) => details.has(f.id));
-  const uploads = new Map((await repo.uploadRows(ctx.db, [...new Set(top.map((f) => details.get(f.id)!.uploadId))])).map((u) => [u.id, u]));
+  // minScore filters `rag` results on their dense cosine; kag and fused results are kept whatever it is.
+  // The dense list carries the cosine of what it found; only lexical-only `rag` results need theirs read.
+  const cosine = new Map((ranked.lists.dense ?? []).map((r) => [r.id, r.score]));
+  let kept = fused;
+  if (options.minScore !== undefined) {
+    const min = options.minScore;
+    if (ranked.vector !== null) {
+      const missing = fused.filter((f) => sourceOf(f.by) === 'rag' && !cosine.has(f.id)).map((f) => f.id);
+      for (const [id, score] of await repo.cosinesOf(ctx.db, missing, ranked.vector)) cosine.set(id, score);
+    }
+    kept = fused.filter((f) => sourceOf(f.by) !== 'rag' || (cosine.get(f.id) ?? 0) >= min);
+  }
+  // the texts and files of the first `limit` (one query); a chunk deleted since it was ranked is passed over
+  const details = new Map<string, repo.ResultChunk>();
+  const top: typeof kept = [];
+  for (let from = 0; top.length < limit && from < kept.length; ) {
+    const batch = kept.slice(from, from + limit - top.length);
+    from += batch.length;
+    for (const c of await repo.resultChunks(ctx.db, batch.map((f) => f.id), ranked.vector)) details.set(c.id, c);
+    top.push(...batch.filter((f) => details.has(f.id)));
+  }
   const terms = queryTerms(q);
   const results: SearchHit[] = [];
   for (const f of top) {
-    const c = details.get(f.id)!;
-    const u = uploads.get(c.uploadId);
-    if (!u) continue;
+    const { upload: u, ...c } = details.get(f.id)!;
     results.push({
       uploadId: c.uploadId,
       chunkId: c.id,

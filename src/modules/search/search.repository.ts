@@ -310,28 +310,36 @@ export async function queryLexemes(db: DbOrTx, query: string): Promise<Array<{ l
   return rows.map((r) => ({ lexeme: r.lexeme, qtf: Number(r.qtf) }));
 }
 
-export interface ChunkForResult {
+export interface ResultChunk {
   id: string;
   uploadId: string;
   index: number;
   text: string;
+  /** cosine similarity to the query vector (null without one, or for a chunk without a usable vector) */
   dense: number | null;
+  upload: UploadRow;
 }
 
-/** The chunks of the final results, with their cosine similarity to the query vector. */
-export async function chunksForResults(db: DbOrTx, chunkIds: string[], vector: string | null): Promise<ChunkForResult[]> {
+/** The chunks of the final results with their files, and their cosine similarity to the query vector, in one query. */
+export async function resultChunks(db: DbOrTx, chunkIds: string[], vector: string | null): Promise<ResultChunk[]> {
   if (chunkIds.length === 0) return [];
-  const dense = vector ? sql`1 - (c.embedding <=> ${vector}::vector)` : sql`null::float8`;
-  const rows = await rowsOf<{ id: string; upload_id: string; chunk_index: number; text: string; dense: number | null }>(
-    db,
-    sql`select c.id, c.upload_id, c.chunk_index, c.text, ${dense} as dense from chunks c where c.id = any(${textArray(chunkIds)}::text[])`,
-  );
-  return rows.map((r) => ({ id: r.id, uploadId: r.upload_id, index: Number(r.chunk_index), text: r.text, dense: r.dense === null || !Number.isFinite(Number(r.dense)) ? null : Number(r.dense) }));
+  const dense = vector ? sql<number | null>`1 - (${chunks.embedding} <=> ${vector}::vector)` : sql<number | null>`null::float8`;
+  const rows = await db
+    .select({ id: chunks.id, uploadId: chunks.uploadId, index: chunks.chunkIndex, text: chunks.text, dense: dense.mapWith(Number), upload: uploads })
+    .from(chunks)
+    .innerJoin(uploads, eq(uploads.id, chunks.uploadId))
+    .where(inArray(chunks.id, chunkIds));
+  return rows.map((r) => ({ ...r, dense: r.dense === null || !Number.isFinite(r.dense) ? null : r.dense }));
 }
 
-export async function uploadRows(db: DbOrTx, ids: string[]): Promise<UploadRow[]> {
-  if (ids.length === 0) return [];
-  return db.select().from(uploads).where(inArray(uploads.id, ids));
+/** Cosine similarity of chunks to the query vector (chunks without a usable vector are absent). */
+export async function cosinesOf(db: DbOrTx, chunkIds: string[], vector: string): Promise<Map<string, number>> {
+  if (chunkIds.length === 0) return new Map();
+  const rows = await rowsOf<{ id: string; score: number | string | null }>(
+    db,
+    sql`select c.id, 1 - (c.embedding <=> ${vector}::vector) as score from chunks c where c.id = any(${textArray(chunkIds)}::text[])`,
+  );
+  return new Map(rows.map((r) => [r.id, Number(r.score)] as const).filter(([, v]) => Number.isFinite(v)));
 }
 
 // ───────────── embedder bookkeeping and re-embedding ─────────────

@@ -61,8 +61,8 @@ const COUNT_BITS = 512;
 const MAX_COUNT = COUNT_BITS - 1;
 const pack = (ord: number, count: number) => ord * COUNT_BITS + Math.min(MAX_COUNT, Math.max(1, count));
 /** The chunk ordinal (or term index) and the count packed in a posting. */
-const ordOf = (packed: number) => Math.floor(packed / COUNT_BITS);
-const countOf = (packed: number) => packed % COUNT_BITS;
+const ordOf = (packed: number) => packed >>> 9;
+const countOf = (packed: number) => packed & MAX_COUNT;
 
 const PAGE_CHUNKS = 500;
 /** Uploads read together when a scope's copies are missing. */
@@ -440,7 +440,7 @@ export class TopK {
     if (this.k <= 0) return;
     if (h.length === this.k) {
       const root = h[0]!;
-      if (!TopK.worse(root, { id, score })) return;
+      if (!(root.score < score || (root.score === score && root.id > id))) return;
       h[0] = { id, score, segment, ord };
       this.down(0);
       return;
@@ -514,23 +514,33 @@ export function bm25(
     return d === 0 ? 0 : (Number.isFinite(l.qtf) ? l.qtf : 0) * Math.log(1 + (p.n - d + 0.5) / (d + 0.5));
   });
   const top = new TopK(k);
-  for (const [si, s] of segments.entries()) {
+  const known = lexemes.map((l) => df.has(l.lexeme));
+  const k1 = p.k1;
+  const lenWeight = p.b / p.avgdl;
+  const base = 1 - p.b;
+  for (let si = 0; si < segments.length; si++) {
+    const s = segments[si]!;
+    const terms = at[si]!;
     let acc: Float64Array | undefined;
     let touched: number[] | undefined;
-    for (const [li, w] of weights.entries()) {
-      const t = at[si]![li]!;
-      if (t < 0 || !df.has(lexemes[li]!.lexeme)) continue;
+    for (let li = 0; li < lexemes.length; li++) {
+      const t = terms[li]!;
+      if (t < 0 || !known[li]) continue;
+      const w = weights[li]! * (k1 + 1);
       acc ??= new Float64Array(s.ids.length).fill(Number.NaN);
       touched ??= [];
-      for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) {
-        const ord = ordOf(s.postings[i]!);
+      const end = s.termStart[t + 1]!;
+      for (let i = s.termStart[t]!; i < end; i++) {
+        const packed = s.postings[i]!;
+        const ord = ordOf(packed);
         if (allowed && !allowed.has(s.ids[ord]!)) continue;
-        const tf = countOf(s.postings[i]!);
-        const part = (w * tf * (p.k1 + 1)) / (tf + p.k1 * (1 - p.b + (p.b * s.len[ord]!) / p.avgdl));
-        if (Number.isNaN(acc[ord]!)) {
+        const tf = countOf(packed);
+        const part = (w * tf) / (tf + k1 * (base + lenWeight * s.len[ord]!));
+        const before = acc[ord]!;
+        if (Number.isNaN(before)) {
           acc[ord] = part;
           touched.push(ord);
-        } else acc[ord] = acc[ord]! + part;
+        } else acc[ord] = before + part;
       }
     }
     if (acc && touched) for (const ord of touched) top.offer(s.ids[ord]!, acc[ord]!, s, ord);
@@ -572,44 +582,66 @@ export function exactEntities(segments: readonly Segment[], names: readonly stri
   return found;
 }
 
-/** Co-occurrence edges touching the seeds, weights summed over the scope's uploads, strongest first. */
+/** Co-occurrence edges touching the seeds, weights summed over the scope's uploads, strongest first (then by names). */
 export function neighbours(segments: readonly Segment[], seeds: readonly string[], limit: number): Array<{ a: string; b: string; w: number }> {
-  const sum = new Map<string, { a: string; b: string; w: number }>();
+  const seedSet = new Set(seeds);
+  // by the edge's first name (in code unit order), then its second
+  const sum = new Map<string, Map<string, { a: string; b: string; w: number }>>();
   for (const s of segments) {
-    // an edge between two seeds is listed from both of its ends: once per upload
-    const seen = new Set<string>();
-    for (const seed of seeds) {
+    for (const seed of seedSet) {
       const i = find(s.names, seed);
       if (i < 0) continue;
       for (let e = s.edgeStart[i]! * 2; e < s.edgeStart[i + 1]! * 2; e += 2) {
         const other = s.names[s.edges[e]!]!;
+        // an edge between two seeds is listed from both of its ends: counted from the first name's
+        if (other < seed && seedSet.has(other)) continue;
         const [a, b] = seed < other ? [seed, other] : [other, seed];
-        const key = `${a}\u0000${b}`;
-        if (seen.has(key)) continue;
-        seen.add(key);
-        const entry = sum.get(key);
+        let row = sum.get(a);
+        if (!row) sum.set(a, (row = new Map()));
+        const entry = row.get(b);
         if (entry) entry.w += s.edges[e + 1]!;
-        else sum.set(key, { a, b, w: s.edges[e + 1]! });
+        else row.set(b, { a, b, w: s.edges[e + 1]! });
       }
     }
   }
-  return [...sum.values()].sort((x, y) => y.w - x.w || compareText(x.a, y.a) || compareText(x.b, y.b)).slice(0, limit);
+  const all: Array<{ a: string; b: string; w: number }> = [];
+  for (const row of sum.values()) for (const entry of row.values()) all.push(entry);
+  return all.sort((x, y) => y.w - x.w || compareText(x.a, y.a) || compareText(x.b, y.b)).slice(0, limit);
 }
 
-/** Mentions of the entities in the scope: which chunk, how often. */
-export function mentionsOf(segments: readonly Segment[], names: readonly string[], limit: number): Array<{ chunkId: string; name: string; tf: number }> {
-  const out: Array<{ chunkId: string; name: string; tf: number }> = [];
-  for (const s of segments) {
-    for (const name of names) {
-      const i = find(s.names, name);
-      if (i < 0) continue;
-      for (let j = s.nameStart[i]!; j < s.nameStart[i + 1]!; j++) {
-        out.push({ chunkId: s.ids[ordOf(s.mentions[j]!)]!, name, tf: countOf(s.mentions[j]!) });
-        if (out.length >= limit) return out;
-      }
+/**
+ * Knowledge-graph scores of the scope's chunks for weighted entities (weight μ_e), the best k:
+ *   score(c) = Σ_e μ_e · ief(e) · (1 + ln tf_e,c),  ief(e) = ln(1 + N / df_e),
+ * with df_e the chunks of the scope that mention e and N the scope's chunks.
+ */
+export function entityScores(segments: readonly Segment[], weights: ReadonlyMap<string, number>, n: number, k: number): Located[] {
+  const names = [...weights.keys()];
+  const at = segments.map((s) => names.map((name) => find(s.names, name)));
+  const df = new Float64Array(names.length);
+  for (const [si, s] of segments.entries()) {
+    for (let e = 0; e < names.length; e++) {
+      const i = at[si]![e]!;
+      if (i >= 0) df[e] = df[e]! + s.nameStart[i + 1]! - s.nameStart[i]!;
     }
   }
-  return out;
+  const w = names.map((name, e) => (df[e]! > 0 ? (weights.get(name) ?? 0) * Math.log(1 + n / df[e]!) : 0));
+  const top = new TopK(k);
+  for (const [si, s] of segments.entries()) {
+    let acc: Float64Array | undefined;
+    const touched: number[] = [];
+    for (let e = 0; e < names.length; e++) {
+      const i = at[si]![e]!;
+      if (i < 0 || w[e] === 0) continue;
+      acc ??= new Float64Array(s.ids.length);
+      for (let j = s.nameStart[i]!; j < s.nameStart[i + 1]!; j++) {
+        const ord = ordOf(s.mentions[j]!);
+        if (acc[ord] === 0) touched.push(ord);
+        acc[ord] = acc[ord]! + w[e]! * (1 + Math.log(countOf(s.mentions[j]!)));
+      }
+    }
+    if (acc) for (const ord of touched) top.offer(s.ids[ord]!, acc[ord]!, s, ord);
+  }
+  return top.sorted();
 }
 
 /** A text-search query without phrase operators: lexemes under NOT, AND and OR. */

@@ -26,6 +26,20 @@ export function similarity(a: ReadonlySet<string>, b: ReadonlySet<string>): numb
 /** Strings in UTF-16 code unit order (JavaScript's default sort; the order ties are broken in). */
 export const compareText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
+/** Whether the ascending `list` holds `id` (binary search). */
+function includes(list: readonly number[], id: number): boolean {
+  let lo = 0;
+  let hi = list.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const v = list[mid]!;
+    if (v === id) return true;
+    if (v < id) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return false;
+}
+
 export interface Similar {
   name: string;
   sim: number;
@@ -110,25 +124,39 @@ export class TrigramDictionary {
     for (const [name, refs] of live) this.index(name, refs);
   }
 
-  /** Held names with similarity ≥ min to `text` that `accept` keeps, best first (then by name), at most `limit`. */
+  /**
+   * Held names with similarity ≥ min to `text` that `accept` keeps, best first (then by name), at most `limit`.
+   * Prefix filter: a name with similarity ≥ min shares at least ⌈min·|A|⌉ of the query's |A| trigrams
+   * (similarity ≤ shared / |A|), so it holds one of the |A| − ⌈min·|A|⌉ + 1 rarest; only their postings are
+   * read, and each candidate is looked up in the other (common) trigrams' postings (ascending ids).
+   */
   similar(text: string, min: number, accept: (name: string) => boolean, limit: number): Similar[] {
     const q = trigrams(text);
     if (q.size === 0 || limit <= 0) return [];
     if (this.counter.length < this.names.length) this.counter = new Int32Array(Math.max(this.names.length, this.counter.length * 2, 1024));
     const counter = this.counter;
+    const a = q.size;
+    const need = Math.max(1, Math.ceil(min * a - 1e-9));
+    const grams = [...q].map((g) => ({ g, list: this.postings.get(g) ?? [] })).sort((x, y) => x.list.length - y.list.length);
+    const prefix = a - need + 1;
     const touched: number[] = [];
-    for (const g of q) {
-      for (const id of this.postings.get(g) ?? []) {
+    for (let k = 0; k < prefix; k++) {
+      for (const id of grams[k]!.list) {
         if (counter[id] === 0) touched.push(id);
         counter[id]!++;
       }
     }
+    const rest = grams.slice(prefix).map((x) => x.list);
     const out: Similar[] = [];
     for (const id of touched) {
-      const shared = counter[id]!;
+      let shared = counter[id]!;
       counter[id] = 0;
       if (this.refs[id] === 0) continue;
-      const sim = ratio(shared, q.size, this.sizes[id]!);
+      const size = this.sizes[id]!;
+      // the most it can share: all the common trigrams too
+      if (ratio(Math.min(size, shared + rest.length), a, size) < min) continue;
+      for (const list of rest) if (includes(list, id)) shared++;
+      const sim = ratio(shared, a, size);
       if (sim >= min && accept(this.names[id]!)) out.push({ name: this.names[id]!, sim });
     }
     return out.sort(bySimilarity).slice(0, limit);
