@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
-import { bm25, feedbackTerms, forEachLexeme, matching, parseTsQuery, SegmentCache, TopK } from '../src/modules/search/segments.js';
+import { allowedIds, allowedOf, bm25, feedbackTerms, forEachLexeme, matching, parseTsQuery, SegmentCache, TopK } from '../src/modules/search/segments.js';
 import { similarity, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { vectorLiteral } from '../src/modules/vault/ingest/pipeline.js';
@@ -112,7 +112,7 @@ test('BM25 from the in-memory copies equals the formula evaluated by Postgres ov
   // the websearch filter: only allowed chunks are ranked, and their document frequencies count only them
   const allowed = new Set((await rowsOf<{ id: string }>(database.db, sql`select id from chunks where tsv @@ websearch_to_tsquery('english', '"shock wave" -separation')`)).map((r) => r.id));
   assert.equal(allowed.size, 1);
-  const filtered = bm25(segments, [{ lexeme: 'shock', qtf: 1 }], 10, { ...BM25, n, avgdl }, allowed);
+  const filtered = bm25(segments, [{ lexeme: 'shock', qtf: 1 }], 10, { ...BM25, n, avgdl }, allowedOf(segments, allowed));
   assert.deepEqual(filtered.hits.map((h) => h.id), [...allowed]);
   assert.equal(filtered.df.get('shock'), 1);
 });
@@ -177,7 +177,7 @@ test('websearch filters (-exclusions, or) evaluated on the copies match what Pos
       database.db,
       sql`select id from chunks where upload_id = any(${`{${uploads.join(',')}}`}::text[]) and tsv @@ websearch_to_tsquery('english', ${query})`,
     );
-    assert.deepEqual(matching(segments, parsed), new Set(expected.map((r) => r.id)), `${query} → ${text}`);
+    assert.deepEqual(allowedIds(matching(segments, parsed)), new Set(expected.map((r) => r.id)), `${query} → ${text}`);
   }
   assert.ok((await rowsOf(database.db, sql`select id from chunks where upload_id = any(${`{${uploads.join(',')}}`}::text[]) and tsv @@ websearch_to_tsquery('english', '-layer')`)).length > 0);
 });

@@ -9,7 +9,7 @@ import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
-import { bm25, entityScores, exactEntities, feedbackTerms, matching, neighbours, parseTsQuery, type Located, type Segment, type SegmentCache } from './segments.js';
+import { allowedOf, bm25, entityScores, exactEntities, feedbackTerms, matching, neighbours, parseTsQuery, type Allowed, type Located, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
 
 /**
@@ -148,10 +148,10 @@ async function lexical(db: DbOrTx, index: SegmentCache, segments: Segment[], upl
   const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)) };
   // quoted phrases and -exclusions: only the chunks matching websearch_to_tsquery are ranked (found from the
   // copies; a query with a phrase needs positions, which only Postgres has)
-  let allowed: Set<string> | undefined;
+  let allowed: Allowed | undefined;
   if (/["]|(^|\s)-\S/u.test(query)) {
     const parsed = parseTsQuery(await repo.websearchQueryText(db, query));
-    allowed = parsed === undefined ? await repo.websearchMatches(db, uploadIds, query) : matching(segments, parsed);
+    allowed = parsed === undefined ? allowedOf(segments, await repo.websearchMatches(db, uploadIds, query)) : matching(segments, parsed);
   }
   const rank = (terms: Array<{ lexeme: string; qtf: number }>) => bm25(segments, terms, k, params, allowed);
   const first = rank(lexemes);

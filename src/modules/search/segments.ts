@@ -484,7 +484,7 @@ export interface Bm25Params {
 
 /**
  * Okapi BM25 with the scope's own statistics: N and avgdl of the scope, document frequencies counted
- * over the scope's chunks (over `allowed` when given: the chunks matching a websearch filter), so that
+ * over the scope's chunks (over `allowed` when given: the chunks matching a websearch filter, by segment), so that
  * one tenant's documents never shape another's ranking.
  *   score(d) = Σ_t qtf_t · ln(1 + (N − df_t + 0.5) / (df_t + 0.5)) · tf·(k1 + 1) / (tf + k1·(1 − b + b·len_d / avgdl))
  * Returns the top k and the document frequency of every query lexeme found in scope.
@@ -494,7 +494,7 @@ export function bm25(
   lexemes: ReadonlyArray<{ lexeme: string; qtf: number }>,
   k: number,
   p: Bm25Params,
-  allowed?: ReadonlySet<string>,
+  allowed?: Allowed,
 ): { hits: Located[]; df: Map<string, number> } {
   // the position of each query lexeme in each segment's terms, found once
   const at = segments.map((s) => lexemes.map((l) => find(s.terms, l.lexeme)));
@@ -504,8 +504,9 @@ export function bm25(
     for (const [si, s] of segments.entries()) {
       const t = at[si]![li]!;
       if (t < 0) continue;
+      const bits = allowed?.get(s);
       if (!allowed) n += s.termStart[t + 1]! - s.termStart[t]!;
-      else for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) if (allowed.has(s.ids[ordOf(s.postings[i]!)]!)) n++;
+      else if (bits) for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) n += bits[ordOf(s.postings[i]!)]!;
     }
     if (n > 0) df.set(lexeme, n);
   }
@@ -521,6 +522,8 @@ export function bm25(
   for (let si = 0; si < segments.length; si++) {
     const s = segments[si]!;
     const terms = at[si]!;
+    const bits = allowed?.get(s);
+    if (allowed && !bits) continue;
     let acc: Float64Array | undefined;
     let touched: number[] | undefined;
     for (let li = 0; li < lexemes.length; li++) {
@@ -533,7 +536,7 @@ export function bm25(
       for (let i = s.termStart[t]!; i < end; i++) {
         const packed = s.postings[i]!;
         const ord = ordOf(packed);
-        if (allowed && !allowed.has(s.ids[ord]!)) continue;
+        if (bits && bits[ord] === 0) continue;
         const tf = countOf(packed);
         const part = (w * tf) / (tf + k1 * (base + lenWeight * s.len[ord]!));
         const before = acc[ord]!;
@@ -717,9 +720,12 @@ export function parseTsQuery(text: string): TsQueryNode | null | undefined {
   return unsupported || !node || i < text.length ? undefined : node;
 }
 
+/** The chunks a websearch filter lets through, by segment: 1 at the ordinal of each (a segment absent: none). */
+export type Allowed = ReadonlyMap<Segment, Uint8Array>;
+
 /** The chunks of the segments that match the query (Postgres' `tsv @@ query` for queries without phrases). */
-export function matching(segments: readonly Segment[], query: TsQueryNode | null): Set<string> {
-  const out = new Set<string>();
+export function matching(segments: readonly Segment[], query: TsQueryNode | null): Allowed {
+  const out = new Map<Segment, Uint8Array>();
   if (query === null) return out;
   for (const s of segments) {
     const n = s.ids.length;
@@ -730,13 +736,43 @@ export function matching(segments: readonly Segment[], query: TsQueryNode | null
         if (t >= 0) for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) hit[ordOf(s.postings[i]!)] = 1;
         return hit;
       }
-      if (node.op === 'not') return evaluate(node.arg).map((v) => 1 - v);
+      if (node.op === 'not') {
+        const hit = evaluate(node.arg);
+        for (let o = 0; o < n; o++) hit[o] = 1 - hit[o]!;
+        return hit;
+      }
       const a = evaluate(node.left);
       const b = evaluate(node.right);
-      return node.op === 'and' ? a.map((v, i) => v & b[i]!) : a.map((v, i) => v | b[i]!);
+      if (node.op === 'and') for (let o = 0; o < n; o++) a[o] = a[o]! & b[o]!;
+      else for (let o = 0; o < n; o++) a[o] = a[o]! | b[o]!;
+      return a;
     };
     const hit = evaluate(query);
-    for (let o = 0; o < n; o++) if (hit[o]) out.add(s.ids[o]!);
+    if (hit.includes(1)) out.set(s, hit);
   }
+  return out;
+}
+
+/** The same for chunk ids found otherwise (a phrase filter Postgres evaluated). */
+export function allowedOf(segments: readonly Segment[], ids: ReadonlySet<string>): Allowed {
+  const out = new Map<Segment, Uint8Array>();
+  for (const s of segments) {
+    const hit = new Uint8Array(s.ids.length);
+    let any = false;
+    for (let o = 0; o < s.ids.length; o++) {
+      if (ids.has(s.ids[o]!)) {
+        hit[o] = 1;
+        any = true;
+      }
+    }
+    if (any) out.set(s, hit);
+  }
+  return out;
+}
+
+/** The chunk ids an Allowed lets through. */
+export function allowedIds(allowed: Allowed): Set<string> {
+  const out = new Set<string>();
+  for (const [s, hit] of allowed) for (let o = 0; o < hit.length; o++) if (hit[o]) out.add(s.ids[o]!);
   return out;
 }
