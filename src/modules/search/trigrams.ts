@@ -26,18 +26,16 @@ export function similarity(a: ReadonlySet<string>, b: ReadonlySet<string>): numb
 /** Strings in UTF-16 code unit order (JavaScript's default sort; the order ties are broken in). */
 export const compareText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
-/** Whether the ascending `list` holds `id` (binary search). */
-function includes(list: readonly number[], id: number): boolean {
+/** The first position in the ascending `list` whose value is not below `id` (the list's length when none is). */
+function lowerBound(list: readonly number[], id: number): number {
   let lo = 0;
-  let hi = list.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    const v = list[mid]!;
-    if (v === id) return true;
-    if (v < id) lo = mid + 1;
-    else hi = mid - 1;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list[mid]! < id) lo = mid + 1;
+    else hi = mid;
   }
-  return false;
+  return lo;
 }
 
 export interface Similar {
@@ -155,7 +153,7 @@ export class TrigramDictionary {
       const size = this.sizes[id]!;
       // the most it can share: all the common trigrams too
       if (ratio(Math.min(size, shared + rest.length), a, size) < min) continue;
-      for (const list of rest) if (includes(list, id)) shared++;
+      for (const list of rest) if (list[lowerBound(list, id)] === id) shared++;
       const sim = ratio(shared, a, size);
       if (sim >= min && accept(this.names[id]!)) out.push({ name: this.names[id]!, sim });
     }
