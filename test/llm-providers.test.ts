@@ -22,6 +22,31 @@ const ask = (question: string, extra: Partial<ChatRequest> = {}): ChatRequest =>
   ...extra,
 });
 
+describe('token encoding', () => {
+  test('is not loaded by starting the app; counts the same loaded synchronously or by loadEncoding', async () => {
+    // a fresh process: this one loaded the encoding already
+    const { execFileSync } = await import('node:child_process');
+    const script = `
+      const { buildApp } = await import('./src/app.ts');
+      const { loadConfig } = await import('./src/config.ts');
+      const tokens = await import('./src/providers/llm/tokens.ts');
+      const app = await buildApp({ config: loadConfig({ NODE_ENV: 'test', DATA_DIR: 'memory://', LOG_LEVEL: 'silent', PGLITE_WORKER: 'false', INGEST_WORKERS: '0' }) });
+      await app.ready();
+      const atStart = tokens.encodingLoaded();
+      await app.close();
+      const text = 'Überraschung! 42 tokens <|endoftext|> in one sentence.';
+      const sync = tokens.countTextTokens(text); // no loadEncoding before: the synchronous fallback
+      const asyncLoaded = await tokens.loadEncoding();
+      console.log(JSON.stringify({ atStart, sync, viaLoad: asyncLoaded.countTokens(text, { disallowedSpecial: new Set() }), same: asyncLoaded === tokens.o200k() }));
+    `;
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: process.cwd(), encoding: 'utf8', env: { ...process.env, NODE_ENV: 'test' } });
+    const result = JSON.parse(out.trim().split('\n').pop()!);
+    const expected = countTokens('Überraschung! 42 tokens <|endoftext|> in one sentence.', { disallowedSpecial: new Set() });
+    // one encoding for the process: loadEncoding answers the one the fallback loaded
+    assert.deepEqual(result, { atStart: false, sync: expected, viaLoad: expected, same: true });
+  });
+});
+
 describe('local chat model: sanitize', () => {
   test('repairs mojibake (also double-encoded) and leaves genuine characters alone', () => {
     assert.equal(cleanText('CafÃ© crÃ¨me costs 3â‚¬ â€“ itâ€™s â€œgoodâ€\u009d.'), 'Café crème costs 3€ – it’s “good”.');

@@ -1,5 +1,5 @@
 import type { AppContext } from '../../context.js';
-import { countInputTokens, countTextTokens } from '../../providers/llm/tokens.js';
+import { countInputTokens, countTextTokens, loadEncoding } from '../../providers/llm/tokens.js';
 import { UpstreamError, type ChatMessage, type ChatRequest, type ChatResult, type TokenUsage, type ToolCall } from '../../providers/llm/types.js';
 import { AppError, badField, contentBlocked, forbidden, insufficientCredits, notFound, upstreamFailed } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
@@ -148,6 +148,7 @@ export class QandaService {
         : { kind: 'user', userId: auth.userId, accountId: auth.accountId };
     const historyId = newId();
     const requestTools = tools.length ? tools : undefined;
+    await loadEncoding();
     const toolTokens = requestTools ? countTextTokens(JSON.stringify(requestTools)) : 0;
     const membership = institutionId ? auth.memberships.get(institutionId) : undefined;
     const record = {

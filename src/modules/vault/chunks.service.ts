@@ -1,6 +1,7 @@
 import type { AppContext } from '../../context.js';
 import { buildSanitizeRequest } from '../../providers/llm/index.js';
 import { UpstreamError } from '../../providers/llm/types.js';
+import { loadEncoding } from '../../providers/llm/tokens.js';
 import { badField, conflict, notFound, upstreamFailed } from '../../shared/errors.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
@@ -71,6 +72,7 @@ export class ChunksService {
       }
       throw err;
     }
+    await loadEncoding();
     const tokens = countTokens(text);
     const mentions = extractEntities(text); // knowledge-graph entities follow the edit
     const saved = await this.ctx.db.transaction(async (tx) => {
@@ -97,6 +99,7 @@ export class ChunksService {
     const { chunk, upload } = await this.visible(auth, chunkId);
     assertModify(auth, upload, 'Only the owner of the file or a vault administrator may sanitize its chunks');
     const model = upload.institutionId && upload.summaryModel ? upload.summaryModel : undefined;
+    await loadEncoding();
     const result = await this.ctx.providers.chatModel.complete(buildSanitizeRequest(chunk.text, model));
     const tokensUsed = Math.max(0, Math.round(result.usage.totalTokens));
     if (tokensUsed > 0) await repo.addTokensUsed(this.ctx.db, upload.id, tokensUsed);

@@ -1,4 +1,4 @@
-import { countInputTokens, countTextTokens, truncateToTokens } from './tokens.js';
+import { countInputTokens, countTextTokens, loadEncoding, truncateToTokens } from './tokens.js';
 import type { ChatModel, ChatRequest, ChatResult, ChatStreamEvent, ContextPassage } from './types.js';
 
 /**
@@ -18,6 +18,7 @@ export class LocalChatModel implements ChatModel {
 
   async complete(request: ChatRequest): Promise<ChatResult> {
     throwIfAborted(request.signal);
+    await loadEncoding();
     const raw = request.purpose === 'sanitize' ? cleanText(lastUserMessage(request)) : extractiveAnswer(lastUserMessage(request), request.context ?? [], request.maxTokens);
     const text = request.maxTokens !== undefined ? truncateToTokens(raw, request.maxTokens) : raw;
     const inputTokens = countInputTokens(request.messages, request.context);

@@ -1,5 +1,5 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
-import { countInputTokens, countTextTokens } from './tokens.js';
+import { countInputTokens, countTextTokens, loadEncoding } from './tokens.js';
 import { UpstreamError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResult, type ChatStreamEvent, type LlmConfig, type TokenUsage, type ToolCall } from './types.js';
 
 /** Models that refuse `max_tokens` and want `max_completion_tokens` (OpenAI reasoning and newest families). */
@@ -57,6 +57,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
 
   async complete(request: ChatRequest): Promise<ChatResult> {
     throwIfAborted(request.signal);
+    await loadEncoding(); // usage is counted when the provider does not report it
     const model = request.model ?? this.defaultModel;
     try {
       const res = await this.client.chat.completions.create({ ...this.params(request, model), stream: false }, { signal: request.signal });
@@ -73,6 +74,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
 
   async *stream(request: ChatRequest): AsyncGenerator<ChatStreamEvent> {
     throwIfAborted(request.signal);
+    await loadEncoding();
     const model = request.model ?? this.defaultModel;
     // Our own controller, so that a stalled stream can be cut off; it follows the caller's signal.
     const controller = new AbortController();

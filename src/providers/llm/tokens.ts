@@ -1,5 +1,34 @@
-import { countTokens as countO200k, decode, encode } from 'gpt-tokenizer/encoding/o200k_base';
+import { createRequire } from 'node:module';
 import type { ChatMessage, ContextPassage } from './types.js';
+
+type Encoding = typeof import('gpt-tokenizer/encoding/o200k_base');
+
+/*
+ * The o200k_base encoding is loaded on first use, not at start: its module and tables take about 0.3 s
+ * of CPU to load, a fifth of the server's start-up (bench/RESULTS.md), and only answers, chunk clean-ups,
+ * chunk edits and ingestion count tokens. Each of those paths awaits `loadEncoding()` before counting.
+ * A path that did not would still count right: `o200k()` then loads the CommonJS build synchronously
+ * (slower, once), so a missed await costs time, never a wrong count.
+ */
+let encoding: Encoding | undefined;
+let loading: Promise<Encoding> | undefined;
+
+/** Loads the encoding once (later calls return the same promise). */
+export function loadEncoding(): Promise<Encoding> {
+  loading ??= import('gpt-tokenizer/encoding/o200k_base').then((m) => (encoding ??= m));
+  return loading;
+}
+
+/** Whether the encoding is loaded (the server starts without it). */
+export function encodingLoaded(): boolean {
+  return encoding !== undefined;
+}
+
+/** The encoding, loaded (synchronously, if no one awaited loadEncoding yet). */
+export function o200k(): Encoding {
+  encoding ??= createRequire(import.meta.url)('gpt-tokenizer/encoding/o200k_base') as Encoding;
+  return encoding;
+}
 
 /**
  * Token counting with the o200k_base encoding (GPT-4o and later). Special-token markers such as
@@ -13,7 +42,7 @@ const TOKENS_PER_MESSAGE = 3;
 const TOKENS_REPLY_PRIMER = 3;
 
 export function countTextTokens(text: string): number {
-  return text === '' ? 0 : countO200k(text, PLAIN_TEXT);
+  return text === '' ? 0 : o200k().countTokens(text, PLAIN_TEXT);
 }
 
 /** Input tokens of a chat call: every message (with framing) plus the text of retrieved passages. */
@@ -27,6 +56,7 @@ export function countInputTokens(messages: readonly ChatMessage[], context: read
 /** Cuts text to at most maxTokens tokens, never leaving a broken character at the end. */
 export function truncateToTokens(text: string, maxTokens: number): string {
   if (maxTokens <= 0) return '';
+  const { encode, decode } = o200k();
   const tokens = encode(text, PLAIN_TEXT);
   if (tokens.length <= maxTokens) return text;
   return decode(tokens.slice(0, maxTokens)).replace(/\uFFFD+$/u, '').trimEnd();

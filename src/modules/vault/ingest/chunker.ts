@@ -20,7 +20,7 @@
  * (a separator counts as one token, an upper bound); each finished chunk is counted once more, exactly,
  * and that count is `tokens`. A chunk never exceeds `maxTokens`.
  */
-import { countTokens as countO200k } from 'gpt-tokenizer/encoding/o200k_base';
+import { o200k } from '../../../providers/llm/tokens.js';
 
 export interface Chunk {
   index: number;
@@ -59,6 +59,7 @@ function sliceEnd(s: string, start: number, wanted: number): number {
 /** Number of o200k_base tokens of `text`. */
 export function countTokens(text: string): number {
   if (!text) return 0;
+  const countO200k = o200k().countTokens;
   if (text.length <= MAX_RUN) return countO200k(text, ENCODE_OPTIONS);
   LONG_RUN.lastIndex = 0;
   let match = LONG_RUN.exec(text);

@@ -7,6 +7,7 @@
 import { LocalEmbedder } from '../../../providers/embeddings/local.js';
 import { extractEntities, type Mention } from '../../search/graph.js';
 import { chunkText } from './chunker.js';
+import { loadEncoding } from '../../../providers/llm/tokens.js';
 import { extractText, type ExtractLimits, type Format } from './extract.js';
 
 export interface PrepareTask {
@@ -49,6 +50,7 @@ export async function prepareDocument(task: PrepareTask): Promise<PreparedDocume
   const buffer = Buffer.from(task.bytes.buffer, task.bytes.byteOffset, task.bytes.byteLength);
   const doc = await extractText({ buffer, mimetype: task.mimetype, originalname: task.originalname }, task.limits);
   const extract = lap();
+  await loadEncoding();
   const pieces = chunkText(doc.text);
   const chunk = lap();
   const chunks: PreparedChunk[] = pieces.map((c) => ({ index: c.index, text: c.text, heading: c.heading ?? null, tokens: c.tokens, mentions: extractEntities(c.text) }));
