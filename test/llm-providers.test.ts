@@ -30,10 +30,13 @@ describe('token encoding', () => {
       const { buildApp } = await import('./src/app.ts');
       const { loadConfig } = await import('./src/config.ts');
       const tokens = await import('./src/providers/llm/tokens.ts');
-      const app = await buildApp({ config: loadConfig({ NODE_ENV: 'test', DATA_DIR: 'memory://', LOG_LEVEL: 'silent', PGLITE_WORKER: 'false', INGEST_WORKERS: '0' }) });
+      const { mkdtempSync, rmSync } = await import('node:fs');
+      const dir = mkdtempSync((await import('node:os')).tmpdir() + '/tokens-start-');
+      const app = await buildApp({ config: loadConfig({ NODE_ENV: 'test', DATA_DIR: dir, LOG_LEVEL: 'silent', PGLITE_WORKER: 'false', INGEST_WORKERS: '0' }) });
       await app.ready();
       const atStart = tokens.encodingLoaded();
       await app.close();
+      rmSync(dir, { recursive: true, force: true });
       const text = 'Überraschung! 42 tokens <|endoftext|> in one sentence.';
       const sync = tokens.countTextTokens(text); // no loadEncoding before: the synchronous fallback
       const asyncLoaded = await tokens.loadEncoding();
