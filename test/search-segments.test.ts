@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
+import { denseSearch } from '../src/modules/search/search.repository.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
 import { allowedIds, allowedOf, bm25, feedbackTerms, forEachLexeme, matching, parseTsQuery, SegmentCache, TopK } from '../src/modules/search/segments.js';
 import { similarity, trigrams } from '../src/modules/search/trigrams.js';
@@ -275,4 +276,29 @@ test('fuzzy entity matches are the same from the shared trigram index (segments 
   assert.deepEqual(held.similarEntities(a, 'boundary layer', 0.5, 3, new Set(['acronym'])), []);
   const first = await held.segmentsOf(database.db, await scopeOf([uploads[1]!]));
   assert.ok(!held.similarEntities(first, 'heat transfer', 0.5, 3).some((m) => m.name.includes('heat')));
+});
+
+test('the dense search by the index turns on iterative scanning (a filtered top-k is not short) for its own statement only', async () => {
+  const words = 'boundary layer shock wave flutter heat transfer cone wing panel buckling pressure plateau separation'.split(' ');
+  const texts = (n: number, seed: number) => Array.from({ length: n }, (_, i) => `${words[(i * 7 + seed) % words.length]} ${words[(i * 3 + seed) % words.length]} ${i} ${seed}`);
+  // the file searched holds a tenth of the indexed vectors: a walk of 2k candidates finds about k/5 of its own
+  const [a] = [await addUpload(texts(60, 1)), await addUpload(texts(270, 2)), await addUpload(texts(270, 3))];
+  const [query] = await embedder.embed(['boundary layer heat transfer']);
+  const vector = vectorLiteral(query!, 384);
+  const scope = sql`u.id = ${a!}`;
+  const plain = sql`select c.id from chunks c where c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null
+                     order by c.embedding <=> ${vector}::vector limit 60`;
+  const counts = await database.db.transaction(async (tx) => {
+    // no sort: the planner walks the HNSW index rather than sorting the file's 60 vectors
+    await tx.execute(sql`set local enable_sort = off`);
+    const withoutSettings = (await rowsOf<{ id: string }>(tx, plain)).length; // pgvector's defaults: no iterative scan, ef_search 40
+    const found = await denseSearch(tx, scope, vector, 60, false);
+    return { withoutSettings, found: found.length };
+  });
+  assert.ok(counts.withoutSettings < 60, `the index walk without the settings is short: ${counts.withoutSettings}`);
+  assert.equal(counts.found, 60);
+  // local to the statement's transaction: the session keeps pgvector's defaults
+  assert.equal((await denseSearch(database.db, scope, vector, 60, false)).length, 60);
+  const [after] = await rowsOf<{ scan: string; ef: string }>(database.db, sql`select current_setting('hnsw.iterative_scan') as scan, current_setting('hnsw.ef_search') as ef`);
+  assert.deepEqual(after, { scan: 'off', ef: '40' });
 });

@@ -278,19 +278,22 @@ export async function denseSearch(db: DbOrTx, scope: SQL, vector: string, k: num
     );
     return finiteScores(rows);
   }
-  return db.transaction(async (tx) => {
-    await tx.execute(sql`set local hnsw.iterative_scan = relaxed_order`);
-    await tx.execute(sql.raw(`set local hnsw.ef_search = ${Math.max(40, Math.min(1000, Math.trunc(k * 2)))}`));
-    const rows = await rowsOf<{ id: string; score: number }>(
-      tx,
-      sql`select id, score from (
-            select c.id, 1 - (c.embedding <=> ${vector}::vector) as score from chunks c
-             where c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null
-             order by c.embedding <=> ${vector}::vector limit ${k}) t
-          order by score desc, id`,
-    );
-    return finiteScores(rows);
-  });
+  // The index scan's settings, local to this statement's transaction, in the statement itself: the scan is
+  // the inner side of a lateral join on the settings row, so it starts after set_config ran (pgvector reads
+  // them when the scan begins; test/search-segments.test.ts shows it). One statement instead of five (begin,
+  // two `set local`, the query, commit): 1–2 ms less per search on the embedded engine.
+  const ef = String(Math.max(40, Math.min(1000, Math.trunc(k * 2))));
+  const rows = await rowsOf<{ id: string; score: number }>(
+    db,
+    sql`with settings as materialized (
+          select set_config('hnsw.iterative_scan', 'relaxed_order', true) as scan, set_config('hnsw.ef_search', ${ef}, true) as ef)
+        select t.id, t.score from settings cross join lateral (
+          select c.id, 1 - (c.embedding <=> ${vector}::vector) as score from chunks c
+           where settings.ef is not null and c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null
+           order by c.embedding <=> ${vector}::vector limit ${k}) t
+        order by t.score desc, t.id`,
+  );
+  return finiteScores(rows);
 }
 
 /**
