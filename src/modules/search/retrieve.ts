@@ -9,7 +9,7 @@ import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
-import { allowedOf, bm25, entityScores, exactEntities, feedbackTerms, matching, neighbours, parseTsQuery, type Allowed, type Located, type Segment, type SegmentCache } from './segments.js';
+import { allowedOf, bm25, entityScores, exactEntities, feedbackTerms, matching, NamePositions, neighbours, parseTsQuery, type Allowed, type Located, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
 
 /**
@@ -215,13 +215,14 @@ function graph(index: SegmentCache, segments: Segment[], query: string, k: numbe
   const names = entities.map((e) => e.name);
   if (names.length + words.length === 0) return [];
   const weight = new Map<string, number>();
-  for (const name of exactEntities(segments, names, words)) weight.set(name, 1);
+  const where = new NamePositions(segments);
+  for (const name of exactEntities(where, names, words)) weight.set(name, 1);
   const unmatched = names.filter((p) => !weight.has(p));
   // trigram-fuzzy: the best two entities of each phrase not matched exactly
   for (const phrase of unmatched) for (const r of index.similarEntities(segments, phrase, FUZZY_MIN, 2)) weight.set(r.name, Math.max(weight.get(r.name) ?? 0, r.sim));
   if (weight.size === 0) return [];
   const seeds = [...weight.keys()];
-  const edges = neighbours(segments, seeds, seeds.length * HOP_NEIGHBOURS * 4);
+  const edges = neighbours(where, seeds, seeds.length * HOP_NEIGHBOURS * 4);
   const taken = new Map<string, number>();
   const maxW = Math.max(1, ...edges.map((e) => e.w));
   for (const e of edges) {
@@ -238,7 +239,7 @@ function graph(index: SegmentCache, segments: Segment[], query: string, k: numbe
       weight.set(other, Math.max(weight.get(other) ?? 0, hop));
     }
   }
-  return entityScores(segments, weight, n, k).map((h) => ({ id: h.id, score: h.score }));
+  return entityScores(where, weight, n, k).map((h) => ({ id: h.id, score: h.score }));
 }
 
 /**

@@ -572,27 +572,40 @@ export function feedbackTerms(docs: ReadonlyArray<{ segment: Segment; ord: numbe
     .slice(0, n);
 }
 
-/** Entity names of the scope among `names` (any kind) and `words` (name and acronym entities only). */
-export function exactEntities(segments: readonly Segment[], names: readonly string[], words: readonly string[]): Set<string> {
-  const found = new Set<string>();
-  for (const s of segments) {
-    for (const n of names) if (find(s.names, n) >= 0) found.add(n);
-    for (const w of words) {
-      const i = find(s.names, w);
-      if (i >= 0 && isProper(s, i)) found.add(w);
+/**
+ * Where entity names sit in each segment's sorted names (−1: absent), looked up once per name: the graph
+ * side of a query asks for its seeds' positions three times (exact match, edges, scores).
+ */
+export class NamePositions {
+  private readonly at = new Map<string, Int32Array>();
+  constructor(readonly segments: readonly Segment[]) {}
+
+  of(name: string): Int32Array {
+    let positions = this.at.get(name);
+    if (!positions) {
+      positions = Int32Array.from(this.segments, (s) => find(s.names, name));
+      this.at.set(name, positions);
     }
+    return positions;
   }
+}
+
+/** Entity names of the scope among `names` (any kind) and `words` (name and acronym entities only). */
+export function exactEntities(where: NamePositions, names: readonly string[], words: readonly string[]): Set<string> {
+  const found = new Set<string>();
+  for (const n of names) if (where.of(n).some((i) => i >= 0)) found.add(n);
+  for (const w of words) if (where.of(w).some((i, si) => i >= 0 && isProper(where.segments[si]!, i))) found.add(w);
   return found;
 }
 
 /** Co-occurrence edges touching the seeds, weights summed over the scope's uploads, strongest first (then by names). */
-export function neighbours(segments: readonly Segment[], seeds: readonly string[], limit: number): Array<{ a: string; b: string; w: number }> {
+export function neighbours(where: NamePositions, seeds: readonly string[], limit: number): Array<{ a: string; b: string; w: number }> {
   const seedSet = new Set(seeds);
   // by the edge's first name (in code unit order), then its second
   const sum = new Map<string, Map<string, { a: string; b: string; w: number }>>();
-  for (const s of segments) {
+  for (const [si, s] of where.segments.entries()) {
     for (const seed of seedSet) {
-      const i = find(s.names, seed);
+      const i = where.of(seed)[si]!;
       if (i < 0) continue;
       for (let e = s.edgeStart[i]! * 2; e < s.edgeStart[i + 1]! * 2; e += 2) {
         const other = s.names[s.edges[e]!]!;
@@ -617,23 +630,23 @@ export function neighbours(segments: readonly Segment[], seeds: readonly string[
  *   score(c) = Σ_e μ_e · ief(e) · (1 + ln tf_e,c),  ief(e) = ln(1 + N / df_e),
  * with df_e the chunks of the scope that mention e and N the scope's chunks.
  */
-export function entityScores(segments: readonly Segment[], weights: ReadonlyMap<string, number>, n: number, k: number): Located[] {
+export function entityScores(where: NamePositions, weights: ReadonlyMap<string, number>, n: number, k: number): Located[] {
   const names = [...weights.keys()];
-  const at = segments.map((s) => names.map((name) => find(s.names, name)));
+  const at = names.map((name) => where.of(name));
   const df = new Float64Array(names.length);
-  for (const [si, s] of segments.entries()) {
+  for (const [si, s] of where.segments.entries()) {
     for (let e = 0; e < names.length; e++) {
-      const i = at[si]![e]!;
+      const i = at[e]![si]!;
       if (i >= 0) df[e] = df[e]! + s.nameStart[i + 1]! - s.nameStart[i]!;
     }
   }
   const w = names.map((name, e) => (df[e]! > 0 ? (weights.get(name) ?? 0) * Math.log(1 + n / df[e]!) : 0));
   const top = new TopK(k);
-  for (const [si, s] of segments.entries()) {
+  for (const [si, s] of where.segments.entries()) {
     let acc: Float64Array | undefined;
     const touched: number[] = [];
     for (let e = 0; e < names.length; e++) {
-      const i = at[si]![e]!;
+      const i = at[e]![si]!;
       if (i < 0 || w[e] === 0) continue;
       acc ??= new Float64Array(s.ids.length);
       for (let j = s.nameStart[i]!; j < s.nameStart[i + 1]!; j++) {
