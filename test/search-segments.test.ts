@@ -3,9 +3,9 @@ import { after, before, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
-import { denseSearch } from '../src/modules/search/search.repository.js';
+import { denseSearch, textArray } from '../src/modules/search/search.repository.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
-import { allowedIds, allowedOf, bm25, feedbackTerms, forEachLexeme, matching, parseTsQuery, SegmentCache, TopK } from '../src/modules/search/segments.js';
+import { allowedIds, allowedOf, bm25, entityScores, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK } from '../src/modules/search/segments.js';
 import { similarity, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { vectorLiteral } from '../src/modules/vault/ingest/pipeline.js';
@@ -199,6 +199,46 @@ test('relevance-feedback terms from the copies equal those Postgres computes fro
   const got = feedbackTerms(docs, 15);
   assert.deepEqual(got.map((g) => g.lexeme), expected.map((e) => e.lexeme));
   for (const [i, g] of got.entries()) assert.ok(Math.abs(g.weight - Number(expected[i]!.weight)) < 1e-12);
+});
+
+test('graph scores and co-occurrence sums from the copies equal the same formulas over kg_mentions and kg_edges', async () => {
+  const scope = await scopeOf(uploads);
+  const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, scope);
+  const n = scope.reduce((s, u) => s + u.chunks, 0);
+  const inScope = sql`upload_id = any(${textArray(uploads)}::text[])`;
+  const names = (await rowsOf<{ name: string }>(database.db, sql`select name from kg_mentions where ${inScope} group by name order by count(*) desc, name limit 6`)).map((r) => r.name);
+  assert.ok(names.length >= 4, JSON.stringify(names));
+  const weights = new Map(names.map((name, i) => [name, 1 / (i + 1)]));
+  const where = new NamePositions(segments);
+
+  // score(c) = Σ_e μ_e · ln(1 + N / df_e) · (1 + ln tf), over every chunk that mentions one of them
+  const expected = await rowsOf<{ id: string; score: number }>(
+    database.db,
+    sql`with w as (select * from unnest(${textArray(names)}::text[], ${`{${names.map((x) => weights.get(x)).join(',')}}`}::float8[]) as w(name, mu)),
+             df as (select name, count(*)::float8 as df from kg_mentions where ${inScope} group by name)
+        select m.chunk_id as id, sum(w.mu * ln(1 + ${n}::float8 / df.df) * (1 + ln(m.tf))) as score
+          from kg_mentions m join w using (name) join df using (name) where m.${inScope} group by m.chunk_id`,
+  );
+  const got = entityScores(where, weights, n, 1000);
+  assert.equal(got.length, expected.length);
+  const want = new Map(expected.map((e) => [e.id, Number(e.score)]));
+  for (const h of got) assert.ok(Math.abs(h.score - want.get(h.id)!) < 1e-9, `${h.id}: ${h.score} vs ${want.get(h.id)}`);
+  for (let i = 1; i < got.length; i++) assert.ok(got[i - 1]!.score >= got[i]!.score);
+  assert.equal(entityScores(where, weights, n, 3).length, 3);
+
+  // co-occurrence edges touching the seeds, summed over the uploads, each edge once
+  const seeds = names.slice(0, 3);
+  const edges = await rowsOf<{ a: string; b: string; w: number }>(
+    database.db,
+    sql`select a, b, sum(weight)::int as w from kg_edges where ${inScope}
+          and (a = any(${textArray(seeds)}::text[]) or b = any(${textArray(seeds)}::text[]))
+         group by a, b`,
+  );
+  assert.ok(edges.length > 0);
+  const key = (a: string, b: string) => (a < b ? `${a}\u0000${b}` : `${b}\u0000${a}`);
+  const summed = neighbours(where, seeds, 10_000);
+  assert.deepEqual(new Map(summed.map((e) => [key(e.a, e.b), e.w])), new Map(edges.map((e) => [key(e.a, e.b), Number(e.w)])));
+  for (let i = 1; i < summed.length; i++) assert.ok(summed[i - 1]!.w >= summed[i]!.w);
 });
 
 test('a copy is used only at the version it was read at, and the cache stays within its memory bound', async () => {
