@@ -5,7 +5,7 @@ import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
 import { denseSearch, textArray } from '../src/modules/search/search.repository.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
-import { allowedIds, allowedOf, bm25, entityScores, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK } from '../src/modules/search/segments.js';
+import { allowedOf, bm25, entityScores, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK, type Allowed } from '../src/modules/search/segments.js';
 import { similarity, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { vectorLiteral } from '../src/modules/vault/ingest/pipeline.js';
@@ -46,6 +46,13 @@ async function addUpload(texts: string[]): Promise<string> {
   await finishUploadIndex(db, id);
   await db.execute(sql`update uploads set status = 'active' where id = ${id}`);
   return id;
+}
+
+/** The chunk ids a websearch filter lets through. */
+function allowedIds(allowed: Allowed): Set<string> {
+  const out = new Set<string>();
+  for (const [s, hit] of allowed) for (let o = 0; o < hit.length; o++) if (hit[o]) out.add(s.ids[o]!);
+  return out;
 }
 
 const scopeOf = async (ids: string[]) =>

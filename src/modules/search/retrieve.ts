@@ -262,10 +262,10 @@ export async function retrieve(ctx: AppContext, auth: AuthContext, query: string
   const totalScanned = fused.length;
   // minScore filters `rag` results on their dense cosine; kag and fused results are kept whatever it is.
   // The dense list carries the cosine of what it found; only lexical-only `rag` results need theirs read.
-  const cosine = new Map((ranked.lists.dense ?? []).map((r) => [r.id, r.score]));
   let kept = fused;
   if (options.minScore !== undefined) {
     const min = options.minScore;
+    const cosine = new Map((ranked.lists.dense ?? []).map((r) => [r.id, r.score]));
     if (ranked.vector !== null) {
       const missing = fused.filter((f) => sourceOf(f.by) === 'rag' && !cosine.has(f.id)).map((f) => f.id);
       for (const [id, score] of await repo.cosinesOf(ctx.db, missing, ranked.vector)) cosine.set(id, score);

@@ -782,10 +782,3 @@ export function allowedOf(segments: readonly Segment[], ids: ReadonlySet<string>
   }
   return out;
 }
-
-/** The chunk ids an Allowed lets through. */
-export function allowedIds(allowed: Allowed): Set<string> {
-  const out = new Set<string>();
-  for (const [s, hit] of allowed) for (let o = 0; o < hit.length; o++) if (hit[o]) out.add(s.ids[o]!);
-  return out;
-}
