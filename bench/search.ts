@@ -16,8 +16,13 @@
  * The server holds the lexical and graph indexes of the scope in memory, bounded by SEARCH_INDEX_CACHE_MB
  * (1024 here unless set: 2.7 KB a chunk of these texts in files of 1,000 chunks, 4.3 KB in files of 120, so
  * 100k chunks fill the default 256).
+ *
+ * The server runs its database in a worker thread as `npm start` does; PGLITE_WORKER=false runs it in process.
+ * BENCH_SEARCH_DIR=<dir> keeps the data directory there instead of a temporary one; a later run with the
+ * same directory and the same totalChunks skips the seeding and the HNSW measurements and times the
+ * route again (for before/after runs of two commits on one dataset).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
@@ -58,10 +63,29 @@ const fmt = (xs: number[]) => `p50 ${pct(xs, 50).toFixed(1)} ms, p95 ${pct(xs, 9
 
 const col = loadCollection(collectionDir);
 const words = col.docs.flatMap((d) => d.text.toLowerCase().match(/[a-z]+/g) ?? []);
-const dir = mkdtempSync(join(tmpdir(), 'bench-search-'));
+const keepDir = process.env.BENCH_SEARCH_DIR;
+const dir = keepDir ?? mkdtempSync(join(tmpdir(), 'bench-search-'));
+if (keepDir) mkdirSync(keepDir, { recursive: true });
+const seededFile = join(dir, 'seeded.json');
+const seeded = existsSync(seededFile) ? (JSON.parse(readFileSync(seededFile, 'utf8')) as { total: number; userId: string; uploadIds: string[] }) : undefined;
+if (seeded && seeded.total !== total) throw new Error(`${dir} holds ${seeded.total} chunks, not ${total}`);
 const database = await openDatabase({ pgliteDataDir: join(dir, 'pgdata') });
+/** The server's own database for the route's timing: the engine in a worker thread, as `npm start` runs it (PGLITE_WORKER=false: in process). */
+const routeWorker = process.env.PGLITE_WORKER !== 'false';
+let routeDatabase: Awaited<ReturnType<typeof openDatabase>> | undefined;
 try {
   await database.migrate();
+  const db = database.db;
+  const { userId, uploadIds, written } = seeded ? { ...seeded, written: seeded.total } : await seed();
+  if (keepDir && !seeded) writeFileSync(seededFile, JSON.stringify({ total, userId, uploadIds }));
+  await timeRoute(db, userId, uploadIds, written);
+} finally {
+  // the seeding connection was closed already when the server got its own
+  await (routeDatabase ?? database).close();
+  if (!keepDir) rmSync(dir, { recursive: true, force: true });
+}
+
+async function seed() {
   const db = database.db;
   const account = await insertAccount(db, { id: newId(), name: 'Bench' });
   const password = 'bench-password-1';
@@ -118,7 +142,11 @@ try {
     console.log(`incremental insert with the HNSW index present: ${(ms / rows.length).toFixed(2)} ms per row (${(rows.length / (ms / 1000)).toFixed(0)} chunks/s)`);
     await db.execute(sql`delete from uploads where id = ${extra}`);
   }
+  return { userId: user.id, uploadIds, written };
+}
 
+async function timeRoute(db: typeof database.db, userId: string, uploadIds: string[], written: number) {
+  const embedder = new LocalEmbedder(384);
   const queries = col.queries.slice(0, nQueries).map((q) => q.text);
   const scopes: Array<{ name: string; ids?: string[] }> = [
     { name: `${(perFile * 10) / 1000}k`, ids: uploadIds.slice(0, 10) },
@@ -126,7 +154,7 @@ try {
   ];
   // dense side alone: index vs exact scan
   for (const scope of scopes) {
-    const cond = scope.ids ? sql`u.status = 'active' and u.id in (${sql.join(scope.ids.map((i) => sql`${i}`), sql`, `)})` : sql`u.status = 'active' and u.owner_user_id = ${user.id}`;
+    const cond = scope.ids ? sql`u.status = 'active' and u.id in (${sql.join(scope.ids.map((i) => sql`${i}`), sql`, `)})` : sql`u.status = 'active' and u.owner_user_id = ${userId}`;
     const vecs = (await embedder.embed(queries)).map((v) => vectorLiteral(v, 384));
     const run = async (exact: boolean) => {
       const ms: number[] = [];
@@ -145,12 +173,17 @@ try {
 
   // the route, over HTTP
   const config = loadConfig({ NODE_ENV: 'production', DATA_DIR: dir, JWT_SECRET: 'bench-secret-bench-secret-bench-secret-0123', ENCRYPTION_KEY: 'bench-encryption-key-bench-encryption-0123', LOG_LEVEL: 'warn', INGEST_WORKERS: '0', SEARCH_RATE_LIMIT_PER_MINUTE: '100000', SEARCH_INDEX_CACHE_MB: process.env.SEARCH_INDEX_CACHE_MB ?? '1024' });
-  const app = await buildApp({ config, database, skipMigrations: true });
+  if (routeWorker) {
+    await database.close();
+    routeDatabase = await openDatabase({ pgliteDataDir: join(dir, 'pgdata'), pgliteWorker: true });
+  }
+  const app = await buildApp({ config, database: routeDatabase ?? database, skipMigrations: true });
+  console.log(`the server's database: PGlite ${routeWorker ? 'in a worker thread' : 'in process (PGLITE_WORKER=false)'}`);
   await app.listen({ port: 0, host: '127.0.0.1' });
   console.log(`in-memory copies of the indexes bounded by SEARCH_INDEX_CACHE_MB = ${config.searchIndexCacheMb}`);
   const address = app.server.address();
   const base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-  const login = (await (await fetch(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench@example.com', password }) })).json()) as { accessToken: string };
+  const login = (await (await fetch(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench@example.com', password: 'bench-password-1' }) })).json()) as { accessToken: string };
   for (const scope of scopes) for (const method of [undefined, 'dense', 'lexical', 'kag'] as const) {
     const ms: number[] = [];
     const server: number[] = [];
@@ -176,7 +209,4 @@ try {
   const held = app.ctx.searchIndex.size;
   console.log(`in-memory copies held at the end: ${held.segments} files, about ${(held.bytes / 1024 / 1024).toFixed(0)} MB (${(held.bytes / written).toFixed(0)} bytes per chunk)`);
   await app.close();
-} finally {
-  await database.close();
-  rmSync(dir, { recursive: true, force: true });
 }
