@@ -129,22 +129,37 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   // its cosine with anything is undefined (NaN in pgvector), so there is no dense side for it.
   if (v && v.some((x) => x !== 0)) vector = vectorLiteral(v, embedder.dimensions);
 
-  // the dense search runs in the database while the other two are scored here from the scope's segments
+  // The dense search runs in the database while the other two are scored here from the scope's segments.
+  // The database runs one statement at a time, in the order they were sent: the query's lexemes are asked
+  // for before the dense search, so that the lexical side does not wait for it, and the graph side (no
+  // statement at all) is scored first.
   const exact = options.exactDense ?? chunkCount <= EXACT_SCAN_MAX_CHUNKS;
+  const lexemes = methods.has('lexical') ? repo.queryLexemes(db, query) : undefined;
   const dense = methods.has('dense') && vector ? repo.denseSearch(db, uploadIds, vector, depth, exact) : undefined;
-  dense?.catch(() => undefined); // awaited below; a failure is reported there, not as an unhandled rejection
-  if (methods.has('lexical') || methods.has('kag')) {
+  // awaited below; a failure is reported there, not as an unhandled rejection
+  lexemes?.catch(() => undefined);
+  dense?.catch(() => undefined);
+  if (lexemes || methods.has('kag')) {
     const segments = await ctx.searchIndex.segmentsOf(db, scope);
     const index = ctx.searchIndex;
-    if (methods.has('lexical')) lists.lexical = await lexical(db, index, segments, uploadIds, query, depth, chunkCount, lexTotal);
     if (methods.has('kag')) lists.kag = graph(index, segments, query, depth, chunkCount);
+    if (lexemes) lists.lexical = await lexical(db, index, segments, uploadIds, query, await lexemes, depth, chunkCount, lexTotal);
   }
   if (dense) lists.dense = await dense;
   return { lists, uploadCount: scope.length, chunkCount, vector };
 }
 
-async function lexical(db: DbOrTx, index: SegmentCache, segments: Segment[], uploadIds: SQL, query: string, k: number, n: number, lexTotal: number): Promise<Ranked[]> {
-  const lexemes = await repo.queryLexemes(db, query);
+async function lexical(
+  db: DbOrTx,
+  index: SegmentCache,
+  segments: Segment[],
+  uploadIds: SQL,
+  query: string,
+  lexemes: Array<{ lexeme: string; qtf: number }>,
+  k: number,
+  n: number,
+  lexTotal: number,
+): Promise<Ranked[]> {
   const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)) };
   // quoted phrases and -exclusions: only the chunks matching websearch_to_tsquery are ranked (found from the
   // copies; a query with a phrase needs positions, which only Postgres has)
