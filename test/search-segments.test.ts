@@ -5,8 +5,8 @@ import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
 import { denseSearch, textArray } from '../src/modules/search/search.repository.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
-import { allowedOf, bm25, entityScores, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK, type Allowed } from '../src/modules/search/segments.js';
-import { similarity, trigrams } from '../src/modules/search/trigrams.js';
+import { allowedOf, bm25, entityScores, hashKey, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK, type Allowed } from '../src/modules/search/segments.js';
+import { bySimilarity, similarity, TrigramDictionary, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { vectorLiteral } from '../src/modules/vault/ingest/pipeline.js';
 import { LocalEmbedder } from '../src/providers/embeddings/index.js';
@@ -285,6 +285,24 @@ test('a copy is used only at the version it was read at, and the cache stays wit
   assert.equal(none.size.segments, 0);
 });
 
+test('the hash table of a segment\'s keys finds every key at its position and no other string', () => {
+  for (const n of [0, 1, 2, 3, 5, 100, 4097]) {
+    const keys = [...new Set(Array.from({ length: n }, (_, i) => `k${(i * 7919) % 100_003}é${i % 3 === 0 ? "'" : ''}`))].sort();
+    const table = keyTable(keys);
+    assert.ok(table.length >= keys.length * 1.5 && (table.length & (table.length - 1)) === 0);
+    for (const [i, key] of keys.entries()) assert.equal(lookup(keys, table, key, hashKey(key)), i);
+    for (const absent of ['', 'k', 'zz', `${keys[0] ?? 'x'}!`]) assert.equal(lookup(keys, table, absent, hashKey(absent)), -1);
+  }
+  // three strings whose hashes share a slot of a 4-slot table: the two stored are found by probing, the third is not
+  const same = Array.from({ length: 40 }, (_, i) => `c${i}`).filter((k) => (hashKey(k) & 3) === (hashKey('c0') & 3));
+  assert.ok(same.length >= 3);
+  const keys = same.slice(0, 2).sort();
+  const table = keyTable(keys);
+  assert.equal(table.length, 4);
+  for (const [i, key] of keys.entries()) assert.equal(lookup(keys, table, key, hashKey(key)), i);
+  assert.equal(lookup(keys, table, same[2]!, hashKey(same[2]!)), -1);
+});
+
 test('TopK keeps the k best, ties broken by id', () => {
   const top = new TopK(3);
   for (const [id, score] of [['e', 1], ['b', 2], ['a', 2], ['d', 5], ['c', 2], ['f', 0]] as const) top.offer(id, score);
@@ -306,6 +324,38 @@ test("trigram similarity equals pg_trgm's similarity()", async () => {
     const [row] = await rowsOf<{ sim: number }>(database.db, sql`select similarity(${a}, ${b})::float8 as sim`);
     assert.ok(Math.abs(similarity(trigrams(a), trigrams(b)) - Number(row!.sim)) < 1e-6, `${a} / ${b}: ${similarity(trigrams(a), trigrams(b))} vs ${row!.sim}`);
   }
+});
+
+test('the trigram index (length and prefix filters) finds exactly the names a comparison with every name finds', () => {
+  // names of 1 to 6 words over a small alphabet, so that many share trigrams and lengths vary widely
+  let seed = 5;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const word = () => Array.from({ length: 2 + Math.floor(rand() * 7) }, () => 'abcdeh'[Math.floor(rand() * 6)]).join('');
+  const phrase = () => Array.from({ length: 1 + Math.floor(rand() ** 2 * 6) }, word).join(' ');
+  const names = [...new Set(Array.from({ length: 3000 }, phrase))];
+  const dictionary = new TrigramDictionary();
+  for (const name of names) dictionary.add(name);
+  // released names are never found (the index keeps them until it is compacted)
+  const released = new Set(names.filter((_, i) => i % 10 === 0));
+  for (const name of released) dictionary.release(name);
+  let found = 0;
+  for (let i = 0; i < 120; i++) {
+    const query = i % 2 === 0 ? names[Math.floor(rand() * names.length)]!.replace(/[aeiou]/, 'h') : phrase();
+    for (const min of [0.3, 0.5, 0.8]) {
+      const q = trigrams(query);
+      const expected = names
+        .filter((n) => !released.has(n))
+        .map((name) => ({ name, sim: similarity(q, trigrams(name)) }))
+        .filter((m) => m.sim >= min)
+        .sort(bySimilarity);
+      const got = dictionary.similar(query, min, () => true, 100_000);
+      assert.deepEqual(got.map((m) => m.name), expected.map((m) => m.name), `${query} ≥ ${min}`);
+      for (const [j, m] of got.entries()) assert.ok(Math.abs(m.sim - expected[j]!.sim) < 1e-12);
+      found += got.length;
+    }
+  }
+  // the queries did find names, at every length
+  assert.ok(found > 200, String(found));
 });
 
 test('fuzzy entity matches are the same from the shared trigram index (segments held) and name by name (cache off)', async () => {

@@ -34,6 +34,8 @@ export interface Segment {
   len: Uint32Array;
   /** sorted lexemes; the postings of terms[i] are postings[termStart[i] .. termStart[i + 1]) */
   terms: string[];
+  /** hash table of terms' positions (keyTable) */
+  termTable: Int32Array;
   termStart: Uint32Array;
   postings: Uint32Array;
   /** the same pairs by chunk (term index · 512 + count): the terms of chunk o are docTerms[docStart[o] .. docStart[o + 1]) */
@@ -41,6 +43,8 @@ export interface Segment {
   docTerms: Uint32Array;
   /** sorted entity names with their kind (KIND_CODES) and mentions, as for terms */
   names: string[];
+  /** hash table of names' positions (keyTable) */
+  nameTable: Int32Array;
   kinds: Uint8Array;
   nameStart: Uint32Array;
   mentions: Uint32Array;
@@ -49,6 +53,8 @@ export interface Segment {
   edges: Uint32Array;
   /** estimated heap bytes */
   bytes: number;
+  /** BM25's length normalisation k1·(1 − b + b·len / avgdl) by ordinal, for the last parameters a query used */
+  norm?: { k1: number; b: number; avgdl: number; values: Float64Array };
 }
 
 const KIND_CODES = ['name', 'acronym', 'quantity', 'phrase'] as const;
@@ -120,19 +126,43 @@ export function forEachLexeme(text: string, visit: (lexeme: string, tf: number) 
   }
 }
 
-/** Index of `key` in the sorted `keys` (JavaScript's default string order), or -1. */
-export function find(keys: readonly string[], key: string): number {
-  let lo = 0;
-  let hi = keys.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    const k = keys[mid]!;
-    if (k === key) return mid;
-    if (k < key) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return -1;
+/** FNV-1a over UTF-16 code units: where a key sits in a keyTable. */
+export function hashKey(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return h >>> 0;
 }
+
+/**
+ * An open-addressing hash table of the positions of `keys` (position + 1; 0 is an empty slot), at least
+ * 1.5 slots a key: a query looks its words up in every segment of the scope, and a binary search over
+ * tens of thousands of strings costs a dozen string comparisons where this costs one.
+ */
+export function keyTable(keys: readonly string[]): Int32Array {
+  let size = 4;
+  while (size < keys.length * 1.5) size *= 2;
+  const table = new Int32Array(size);
+  const mask = size - 1;
+  for (let i = 0; i < keys.length; i++) {
+    let slot = hashKey(keys[i]!) & mask;
+    while (table[slot] !== 0) slot = (slot + 1) & mask;
+    table[slot] = i + 1;
+  }
+  return table;
+}
+
+/** The position of `key` (whose hashKey is `hash`) in `keys` by their keyTable, or -1. */
+export function lookup(keys: readonly string[], table: Int32Array, key: string, hash: number): number {
+  const mask = table.length - 1;
+  for (let slot = hash & mask; ; slot = (slot + 1) & mask) {
+    const v = table[slot]!;
+    if (v === 0) return -1;
+    if (keys[v - 1] === key) return v - 1;
+  }
+}
+
+const termOf = (s: Segment, lexeme: string, hash = hashKey(lexeme)) => lookup(s.terms, s.termTable, lexeme, hash);
+const nameOf = (s: Segment, name: string, hash = hashKey(name)) => lookup(s.names, s.nameTable, name, hash);
 
 function push(map: Map<string, number[]>, key: string, value: number): void {
   const list = map.get(key);
@@ -179,15 +209,17 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
   // every name of the upload's entities, also one without mentions left
   for (const [name] of entities) if (!x.mentions.has(name)) x.mentions.set(name, []);
   const m = compact(x.mentions);
+  const nameTable = keyTable(m.keys);
+  const nameAt = (name: string) => lookup(m.keys, nameTable, name, hashKey(name));
   const kinds = new Uint8Array(m.keys.length);
   for (const [name, kind] of entities) {
-    const i = find(m.keys, name);
+    const i = nameAt(name);
     if (i >= 0) kinds[i] = kindCode(kind);
   }
   const adjacency: number[][] = m.keys.map(() => []);
   for (const [a, b, w] of edgeRows) {
-    const i = find(m.keys, a);
-    const j = find(m.keys, b);
+    const i = nameAt(a);
+    const j = nameAt(b);
     if (i < 0 || j < 0) continue;
     adjacency[i]!.push(j, w);
     adjacency[j]!.push(i, w);
@@ -201,21 +233,26 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
   edgeStart[m.keys.length] = total;
   const edges = new Uint32Array(total * 2);
   for (const [i, list] of adjacency.entries()) edges.set(list, edgeStart[i]! * 2);
-  let bytes = 200 + x.ids.length * (64 + 4);
+  // per chunk: its id, its length and its BM25 normalisation
+  let bytes = 200 + x.ids.length * (64 + 4 + 8);
   for (const k of p.keys) bytes += 28 + k.length;
   for (const k of m.keys) bytes += 28 + k.length + 1;
+  const termTable = keyTable(p.keys);
   bytes += (p.start.length + p.values.length + docStart.length + docTerms.length + m.start.length + m.values.length + edgeStart.length + edges.length) * 4;
+  bytes += (termTable.length + nameTable.length) * 4;
   return {
     uploadId,
     version,
     ids: x.ids,
     len: Uint32Array.from(x.lens),
     terms: p.keys,
+    termTable,
     termStart: p.start,
     postings: p.values,
     docStart,
     docTerms,
     names: m.keys,
+    nameTable,
     kinds,
     nameStart: m.start,
     mentions: m.values,
@@ -301,7 +338,11 @@ export class SegmentCache {
     const best = new Map<string, number>();
     if (held.length > 0) {
       const dictionary = kinds && [...kinds].every((k) => PROPER_KINDS.has(k)) ? this.proper : this.names;
-      for (const m of dictionary.similar(text, min, (name) => held.some((s) => accepted(s, find(s.names, name))), limit)) best.set(m.name, m.sim);
+      const inScope = (name: string) => {
+        const hash = hashKey(name);
+        return held.some((s) => accepted(s, nameOf(s, name, hash)));
+      };
+      for (const m of dictionary.similar(text, min, inScope, limit)) best.set(m.name, m.sim);
     }
     const others = segments.filter((s) => !this.holds(s));
     if (others.length > 0) {
@@ -469,6 +510,11 @@ export class TopK {
     }
   }
 
+  /** The score a chunk must reach (and then have the smaller id) to be kept; −∞ until k are held. */
+  get threshold(): number {
+    return this.heap.length === this.k && this.k > 0 ? this.heap[0]!.score : Number.NEGATIVE_INFINITY;
+  }
+
   sorted(): Located[] {
     return [...this.heap].sort((a, b) => b.score - a.score || compareText(a.id, b.id));
   }
@@ -497,7 +543,8 @@ export function bm25(
   allowed?: Allowed,
 ): { hits: Located[]; df: Map<string, number> } {
   // the position of each query lexeme in each segment's terms, found once
-  const at = segments.map((s) => lexemes.map((l) => find(s.terms, l.lexeme)));
+  const hashes = lexemes.map((l) => hashKey(l.lexeme));
+  const at = segments.map((s) => lexemes.map((l, li) => termOf(s, l.lexeme, hashes[li])));
   const df = new Map<string, number>();
   for (const [li, { lexeme }] of lexemes.entries()) {
     let n = 0;
@@ -517,38 +564,56 @@ export function bm25(
   const top = new TopK(k);
   const known = lexemes.map((l) => df.has(l.lexeme));
   const k1 = p.k1;
-  const lenWeight = p.b / p.avgdl;
-  const base = 1 - p.b;
+  // one accumulator for every segment (NaN: not scored yet), reset through the ordinals touched
+  const acc = new Float64Array(Math.max(0, ...segments.map((s) => s.ids.length))).fill(Number.NaN);
+  const touched: number[] = [];
   for (let si = 0; si < segments.length; si++) {
     const s = segments[si]!;
     const terms = at[si]!;
     const bits = allowed?.get(s);
     if (allowed && !bits) continue;
-    let acc: Float64Array | undefined;
-    let touched: number[] | undefined;
+    const norm = normOf(s, p);
+    touched.length = 0;
     for (let li = 0; li < lexemes.length; li++) {
       const t = terms[li]!;
       if (t < 0 || !known[li]) continue;
       const w = weights[li]! * (k1 + 1);
-      acc ??= new Float64Array(s.ids.length).fill(Number.NaN);
-      touched ??= [];
       const end = s.termStart[t + 1]!;
       for (let i = s.termStart[t]!; i < end; i++) {
         const packed = s.postings[i]!;
         const ord = ordOf(packed);
         if (bits && bits[ord] === 0) continue;
         const tf = countOf(packed);
-        const part = (w * tf) / (tf + k1 * (base + lenWeight * s.len[ord]!));
+        const part = (w * tf) / (tf + norm[ord]!);
         const before = acc[ord]!;
-        if (Number.isNaN(before)) {
+        if (before !== before) {
           acc[ord] = part;
           touched.push(ord);
         } else acc[ord] = before + part;
       }
     }
-    if (acc && touched) for (const ord of touched) top.offer(s.ids[ord]!, acc[ord]!, s, ord);
+    let threshold = top.threshold;
+    for (const ord of touched) {
+      const score = acc[ord]!;
+      acc[ord] = Number.NaN;
+      if (score < threshold) continue;
+      top.offer(s.ids[ord]!, score, s, ord);
+      threshold = top.threshold;
+    }
   }
   return { hits: top.sorted(), df };
+}
+
+/** k1·(1 − b + b·len / avgdl) of each chunk of a segment, kept with it for the next query of the same parameters (scope). */
+function normOf(s: Segment, p: Bm25Params): Float64Array {
+  const held = s.norm;
+  if (held && held.k1 === p.k1 && held.b === p.b && held.avgdl === p.avgdl) return held.values;
+  const lenWeight = p.b / p.avgdl;
+  const base = 1 - p.b;
+  const values = new Float64Array(s.ids.length);
+  for (let ord = 0; ord < values.length; ord++) values[ord] = p.k1 * (base + lenWeight * s.len[ord]!);
+  s.norm = { k1: p.k1, b: p.b, avgdl: p.avgdl, values };
+  return values;
 }
 
 /**
@@ -583,7 +648,8 @@ export class NamePositions {
   of(name: string): Int32Array {
     let positions = this.at.get(name);
     if (!positions) {
-      positions = Int32Array.from(this.segments, (s) => find(s.names, name));
+      const hash = hashKey(name);
+      positions = Int32Array.from(this.segments, (s) => nameOf(s, name, hash));
       this.at.set(name, positions);
     }
     return positions;
@@ -745,7 +811,7 @@ export function matching(segments: readonly Segment[], query: TsQueryNode | null
     const evaluate = (node: TsQueryNode): Uint8Array => {
       if (node.op === 'lexeme') {
         const hit = new Uint8Array(n);
-        const t = find(s.terms, node.lexeme);
+        const t = termOf(s, node.lexeme);
         if (t >= 0) for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) hit[ordOf(s.postings[i]!)] = 1;
         return hit;
       }

@@ -38,6 +38,8 @@ function lowerBound(list: readonly number[], id: number): number {
   return lo;
 }
 
+const NONE: readonly number[] = [];
+
 export interface Similar {
   name: string;
   sim: number;
@@ -57,7 +59,8 @@ export class TrigramDictionary {
   private names: string[] = [];
   private refs: number[] = [];
   private sizes: number[] = [];
-  private postings = new Map<string, number[]>();
+  /** per trigram, the ids of the names holding it by their trigram count (ascending ids in each list) */
+  private postings = new Map<string, Array<number[] | undefined>>();
   private counter = new Int32Array(0);
   private dead = 0;
   private entries = 0;
@@ -100,9 +103,9 @@ export class TrigramDictionary {
     this.refs.push(refs);
     this.sizes.push(grams.size);
     for (const g of grams) {
-      const list = this.postings.get(g);
-      if (list) list.push(id);
-      else this.postings.set(g, [id]);
+      let bySize = this.postings.get(g);
+      if (!bySize) this.postings.set(g, (bySize = []));
+      (bySize[grams.size] ??= []).push(id);
     }
     this.entries += grams.size;
   }
@@ -124,9 +127,11 @@ export class TrigramDictionary {
 
   /**
    * Held names with similarity ≥ min to `text` that `accept` keeps, best first (then by name), at most `limit`.
-   * Prefix filter: a name with similarity ≥ min shares at least ⌈min·|A|⌉ of the query's |A| trigrams
-   * (similarity ≤ shared / |A|), so it holds one of the |A| − ⌈min·|A|⌉ + 1 rarest; only their postings are
-   * read, and each candidate is looked up in the other (common) trigrams' postings (ascending ids).
+   * Names are looked for by their number of trigrams |B|, one length at a time:
+   * - length filter: similarity ≤ min(|A|, |B|) / max(|A|, |B|), so only ⌈min·|A|⌉ ≤ |B| ≤ ⌊|A| / min⌋ can match;
+   * - prefix filter: shared / (|A| + |B| − shared) ≥ min needs shared ≥ o = ⌈min·(|A| + |B|) / (1 + min)⌉, so
+   *   such a name holds one of the |A| − o + 1 query trigrams rarest among names of its length; only their
+   *   postings are read, and each candidate is looked up in the other trigrams' postings (ascending ids).
    */
   similar(text: string, min: number, accept: (name: string) => boolean, limit: number): Similar[] {
     const q = trigrams(text);
@@ -134,28 +139,41 @@ export class TrigramDictionary {
     if (this.counter.length < this.names.length) this.counter = new Int32Array(Math.max(this.names.length, this.counter.length * 2, 1024));
     const counter = this.counter;
     const a = q.size;
-    const need = Math.max(1, Math.ceil(min * a - 1e-9));
-    const grams = [...q].map((g) => ({ g, list: this.postings.get(g) ?? [] })).sort((x, y) => x.list.length - y.list.length);
-    const prefix = a - need + 1;
-    const touched: number[] = [];
-    for (let k = 0; k < prefix; k++) {
-      for (const id of grams[k]!.list) {
-        if (counter[id] === 0) touched.push(id);
-        counter[id]!++;
-      }
-    }
-    const rest = grams.slice(prefix).map((x) => x.list);
+    const bySizes = [...q].map((g) => this.postings.get(g) ?? []);
+    const smallest = Math.max(1, Math.ceil(min * a - 1e-9));
+    const largest = Math.min(min > 0 ? Math.floor(a / min + 1e-9) : Number.MAX_SAFE_INTEGER, Math.max(...bySizes.map((x) => x.length - 1)));
     const out: Similar[] = [];
-    for (const id of touched) {
-      let shared = counter[id]!;
-      counter[id] = 0;
-      if (this.refs[id] === 0) continue;
-      const size = this.sizes[id]!;
-      // the most it can share: all the common trigrams too
-      if (ratio(Math.min(size, shared + rest.length), a, size) < min) continue;
-      for (const list of rest) if (list[lowerBound(list, id)] === id) shared++;
-      const sim = ratio(shared, a, size);
-      if (sim >= min && accept(this.names[id]!)) out.push({ name: this.names[id]!, sim });
+    const touched: number[] = [];
+    for (let b = smallest; b <= largest; b++) {
+      const o = Math.max(1, Math.ceil((min * (a + b)) / (1 + min) - 1e-9));
+      if (o > Math.min(a, b)) continue;
+      const lists = bySizes.map((x) => x[b] ?? NONE).sort((x, y) => x.length - y.length);
+      const prefix = a - o + 1;
+      touched.length = 0;
+      for (let k = 0; k < prefix; k++) {
+        for (const id of lists[k]!) {
+          if (counter[id] === 0) touched.push(id);
+          counter[id]!++;
+        }
+      }
+      if (touched.length === 0) continue;
+      // the other trigrams are counted for the candidates only: a short list by reading it, a long one by
+      // looking each candidate up in it (whichever reads fewer entries)
+      const looked: Array<readonly number[]> = [];
+      for (let k = prefix; k < a; k++) {
+        const list = lists[k]!;
+        if (list.length > touched.length * Math.log2(list.length + 1)) looked.push(list);
+        else for (const id of list) if (counter[id]! > 0) counter[id]!++;
+      }
+      for (const id of touched) {
+        let shared = counter[id]!;
+        counter[id] = 0;
+        // released, or cannot share enough even with every trigram still to look up
+        if (this.refs[id] === 0 || shared + looked.length < o) continue;
+        for (const list of looked) if (list[lowerBound(list, id)] === id) shared++;
+        const sim = ratio(shared, a, b);
+        if (sim >= min && accept(this.names[id]!)) out.push({ name: this.names[id]!, sim });
+      }
     }
     return out.sort(bySimilarity).slice(0, limit);
   }
