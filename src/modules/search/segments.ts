@@ -63,11 +63,12 @@ const kindCode = (kind: string) => Math.max(0, KIND_CODES.indexOf(kind as (typeo
 const kindOf = (s: Segment, name: number): string => KIND_CODES[s.kinds[name]!]!;
 /** A name or an acronym (what a misspelt query word is corrected to). */
 const isProper = (s: Segment, name: number) => PROPER_KINDS.has(kindOf(s, name));
-const COUNT_BITS = 512;
+const COUNT_SHIFT = 9;
+const COUNT_BITS = 1 << COUNT_SHIFT;
 const MAX_COUNT = COUNT_BITS - 1;
 const pack = (ord: number, count: number) => ord * COUNT_BITS + Math.min(MAX_COUNT, Math.max(1, count));
 /** The chunk ordinal (or term index) and the count packed in a posting. */
-const ordOf = (packed: number) => packed >>> 9;
+const ordOf = (packed: number) => packed >>> COUNT_SHIFT;
 const countOf = (packed: number) => packed & MAX_COUNT;
 
 const PAGE_CHUNKS = 500;
@@ -471,9 +472,14 @@ export class TopK {
   private readonly heap: Located[] = [];
   constructor(private readonly k: number) {}
 
+  /** true when (aScore, aId) ranks below (bScore, bId) */
+  private static below(aScore: number, aId: string, bScore: number, bId: string): boolean {
+    return aScore < bScore || (aScore === bScore && aId > bId);
+  }
+
   /** true when a is worse than b */
   private static worse(a: Scored, b: Scored): boolean {
-    return a.score < b.score || (a.score === b.score && a.id > b.id);
+    return TopK.below(a.score, a.id, b.score, b.id);
   }
 
   offer(id: string, score: number, segment?: Segment, ord?: number): void {
@@ -481,7 +487,7 @@ export class TopK {
     if (this.k <= 0) return;
     if (h.length === this.k) {
       const root = h[0]!;
-      if (!(root.score < score || (root.score === score && root.id > id))) return;
+      if (!TopK.below(root.score, root.id, score, id)) return;
       h[0] = { id, score, segment, ord };
       this.down(0);
       return;
@@ -565,7 +571,7 @@ export function bm25(
   const known = lexemes.map((l) => df.has(l.lexeme));
   const k1 = p.k1;
   // one accumulator for every segment (NaN: not scored yet), reset through the ordinals touched
-  const acc = new Float64Array(Math.max(0, ...segments.map((s) => s.ids.length))).fill(Number.NaN);
+  const acc = new Float64Array(segments.reduce((most, s) => Math.max(most, s.ids.length), 0)).fill(Number.NaN);
   const touched: number[] = [];
   for (let si = 0; si < segments.length; si++) {
     const s = segments[si]!;
@@ -638,7 +644,7 @@ export function feedbackTerms(docs: ReadonlyArray<{ segment: Segment; ord: numbe
 }
 
 /**
- * Where entity names sit in each segment's sorted names (−1: absent), looked up once per name: the graph
+ * Where entity names sit in each segment's names (−1: absent), looked up once per name: the graph
  * side of a query asks for its seeds' positions three times (exact match, edges, scores).
  */
 export class NamePositions {
