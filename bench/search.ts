@@ -19,8 +19,8 @@
  *
  * The server runs its database in a worker thread as `npm start` does; PGLITE_WORKER=false runs it in process.
  * BENCH_SEARCH_DIR=<dir> keeps the data directory there instead of a temporary one; a later run with the
- * same directory and the same totalChunks skips the seeding and the HNSW measurements and times the
- * route again (for before/after runs of two commits on one dataset).
+ * same directory and the same totalChunks skips the seeding, the HNSW build and the insert measurement, and
+ * times the dense side and the route again (for before/after runs of two commits on one dataset).
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -72,7 +72,8 @@ if (seeded && seeded.total !== total) throw new Error(`${dir} holds ${seeded.tot
 const database = await openDatabase({ pgliteDataDir: join(dir, 'pgdata') });
 /** The server's own database for the route's timing: the engine in a worker thread, as `npm start` runs it (PGLITE_WORKER=false: in process). */
 const routeWorker = process.env.PGLITE_WORKER !== 'false';
-let routeDatabase: Awaited<ReturnType<typeof openDatabase>> | undefined;
+/** The connection open now (the seeding one, then the server's), closed at the end. */
+let open: Awaited<ReturnType<typeof openDatabase>> | undefined = database;
 try {
   await database.migrate();
   const db = database.db;
@@ -80,8 +81,7 @@ try {
   if (keepDir && !seeded) writeFileSync(seededFile, JSON.stringify({ total, userId, uploadIds }));
   await timeRoute(db, userId, uploadIds, written);
 } finally {
-  // the seeding connection was closed already when the server got its own
-  await (routeDatabase ?? database).close();
+  await open?.close();
   if (!keepDir) rmSync(dir, { recursive: true, force: true });
 }
 
@@ -175,9 +175,10 @@ async function timeRoute(db: typeof database.db, userId: string, uploadIds: stri
   const config = loadConfig({ NODE_ENV: 'production', DATA_DIR: dir, JWT_SECRET: 'bench-secret-bench-secret-bench-secret-0123', ENCRYPTION_KEY: 'bench-encryption-key-bench-encryption-0123', LOG_LEVEL: 'warn', INGEST_WORKERS: '0', SEARCH_RATE_LIMIT_PER_MINUTE: '100000', SEARCH_INDEX_CACHE_MB: process.env.SEARCH_INDEX_CACHE_MB ?? '1024' });
   if (routeWorker) {
     await database.close();
-    routeDatabase = await openDatabase({ pgliteDataDir: join(dir, 'pgdata'), pgliteWorker: true });
+    open = undefined;
+    open = await openDatabase({ pgliteDataDir: join(dir, 'pgdata'), pgliteWorker: true });
   }
-  const app = await buildApp({ config, database: routeDatabase ?? database, skipMigrations: true });
+  const app = await buildApp({ config, database: open ?? database, skipMigrations: true });
   console.log(`the server's database: PGlite ${routeWorker ? 'in a worker thread' : 'in process (PGLITE_WORKER=false)'}`);
   await app.listen({ port: 0, host: '127.0.0.1' });
   console.log(`in-memory copies of the indexes bounded by SEARCH_INDEX_CACHE_MB = ${config.searchIndexCacheMb}`);
