@@ -17,7 +17,9 @@ import type { AppContext, Providers } from './context.js';
 import { databaseOptionsFor, openDatabase, type Database } from './db/client.js';
 import type { EarlyPglite } from './db/early.js';
 import { registerErrorHandling } from './http/errors.plugin.js';
+import type { Registry } from 'prom-client';
 import { registerMetrics } from './http/metrics.plugin.js';
+import { DEFAULT_VECTOR_DRAIN, VectorDrain } from './modules/search/vector-drain.js';
 import type { App } from './http/types.js';
 import { healthRoutes } from './modules/health/health.routes.js';
 import { identityRoutes } from './modules/identity/identity.routes.js';
@@ -175,6 +177,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     providers: lazyProviders(config, database, app, options.providers ?? {}),
     invalidation,
     searchIndex: new SegmentCache(config.searchIndexCacheMb * 1024 * 1024),
+    vectorDrain: new VectorDrain(database.db, app.log, { ...DEFAULT_VECTOR_DRAIN, vacuum: database.kind === 'pglite' }),
   };
   app.decorate('ctx', ctx);
   await healthRoutes(app, ctx);
@@ -338,7 +341,7 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute']): 
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  registerMetrics(app, { token: config.metricsToken });
+  app.decorate('metrics', registerMetrics(app, { token: config.metricsToken }));
   return app;
 }
 
@@ -423,5 +426,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     ctx: AppContext;
     realtime: RealtimeGateway;
+    /** The Prometheus registry of /metrics (modules add their gauges). */
+    metrics: Registry;
   }
 }

@@ -8,6 +8,7 @@ import type { ChatModel } from './providers/llm/types.js';
 import type { MailSender } from './providers/mail/types.js';
 import type { InvalidationBus } from './platform/invalidation.js';
 import type { SegmentCache } from './modules/search/segments.js';
+import type { VectorDrain } from './modules/search/vector-drain.js';
 import type { Clock } from './shared/clock.js';
 
 /** The edges of the world: each has a local default and a real implementation chosen by configuration. */
@@ -35,4 +36,6 @@ export interface AppContext {
   invalidation: InvalidationBus;
   /** In-memory copies of uploads' search indexes, validated by version on every search (search/segments.ts). */
   searchIndex: SegmentCache;
+  /** Moves vectors staged by ingestion into the HNSW index in the background (search/vector-drain.ts). */
+  vectorDrain: VectorDrain;
 }

@@ -61,7 +61,7 @@ test('retrieve returns full chunk text, snippet, score, source and the upload; c
 });
 
 const graphRows = async () => ({
-  mentions: await rowsOf(t.database.db, sql`select chunk_id, upload_id, name, kind, tf, rank from kg_mentions order by chunk_id, name`),
+  mentions: await rowsOf(t.database.db, sql`select chunk_id, upload_id, names, kinds, tf from kg_mentions order by chunk_id`),
   entities: await rowsOf(t.database.db, sql`select upload_id, name, kind, chunk_count from kg_entities order by upload_id, name`),
   edges: await rowsOf(t.database.db, sql`select upload_id, a, b, weight from kg_edges order by upload_id, a, b`),
 });

@@ -3,12 +3,12 @@ import { after, before, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
-import { denseSearch, textArray } from '../src/modules/search/search.repository.js';
+import { denseSearch, drainStagedVectors, textArray } from '../src/modules/search/search.repository.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
 import { allowedOf, bm25, entityScores, hashKey, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK, type Allowed } from '../src/modules/search/segments.js';
 import { bySimilarity, similarity, TrigramDictionary, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
-import { vectorLiteral } from '../src/modules/vault/ingest/pipeline.js';
+import { packVector, vectorParam } from '../src/modules/search/vectors.js';
 import { LocalEmbedder } from '../src/providers/embeddings/index.js';
 import { newId } from '../src/shared/ids.js';
 import { makeWorld, openTestDatabase } from './support/app.js';
@@ -40,11 +40,13 @@ async function addUpload(texts: string[]): Promise<string> {
   await writeIndexedChunks(
     db,
     id,
-    texts.map((text, i) => ({ id: newId(), index: i, text, heading: null, tokens: 10, embedding: vectorLiteral(vectors[i]!, 384) })),
+    texts.map((text, i) => ({ id: newId(), index: i, text, heading: null, tokens: 10, embedding: packVector(vectors[i]!, 384) })),
     new Date(),
   );
   await finishUploadIndex(db, id);
   await db.execute(sql`update uploads set status = 'active' where id = ${id}`);
+  // under the HNSW index, as the background drain would put them (the index's own settings are tested here)
+  while ((await drainStagedVectors(db, 1000)) > 0);
   return id;
 }
 
@@ -216,7 +218,9 @@ test('graph scores and co-occurrence sums from the copies equal the same formula
   const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, scope);
   const n = scope.reduce((s, u) => s + u.chunks, 0);
   const inScope = sql`upload_id = any(${textArray(uploads)}::text[])`;
-  const names = (await rowsOf<{ name: string }>(database.db, sql`select name from kg_mentions where ${inScope} group by name order by count(*) desc, name limit 6`)).map((r) => r.name);
+  // one row a chunk, its entities and their counts as parallel arrays: one row a mention here
+  const mentions = sql`(select m.chunk_id, m.upload_id, e.name, e.tf from kg_mentions m cross join lateral unnest(m.names, m.tf) as e(name, tf))`;
+  const names = (await rowsOf<{ name: string }>(database.db, sql`select name from ${mentions} m where ${inScope} group by name order by count(*) desc, name limit 6`)).map((r) => r.name);
   assert.ok(names.length >= 4, JSON.stringify(names));
   const weights = new Map(names.map((name, i) => [name, 1 / (i + 1)]));
   const where = new NamePositions(segments);
@@ -225,9 +229,9 @@ test('graph scores and co-occurrence sums from the copies equal the same formula
   const expected = await rowsOf<{ id: string; score: number }>(
     database.db,
     sql`with w as (select * from unnest(${textArray(names)}::text[], ${`{${names.map((x) => weights.get(x)).join(',')}}`}::float8[]) as w(name, mu)),
-             df as (select name, count(*)::float8 as df from kg_mentions where ${inScope} group by name)
+             df as (select name, count(*)::float8 as df from ${mentions} m where ${inScope} group by name)
         select m.chunk_id as id, sum(w.mu * ln(1 + ${n}::float8 / df.df) * (1 + ln(m.tf))) as score
-          from kg_mentions m join w using (name) join df using (name) where m.${inScope} group by m.chunk_id`,
+          from ${mentions} m join w using (name) join df using (name) where m.${inScope} group by m.chunk_id`,
   );
   const got = entityScores(where, weights, n, 1000);
   assert.equal(got.length, expected.length);
@@ -385,10 +389,10 @@ test('the dense search by the index turns on iterative scanning (a filtered top-
   // finds fewer than k of its own (37 of 60 when the settings were broken on purpose)
   const [a] = [await addUpload(texts(60, 1)), await addUpload(texts(270, 2)), await addUpload(texts(270, 3))];
   const [query] = await embedder.embed(['boundary layer heat transfer']);
-  const vector = vectorLiteral(query!, 384);
+  const vector = packVector(query!, 384);
   const scope = sql`u.id = ${a!}`;
-  const plain = sql`select c.id from chunks c where c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null
-                     order by c.embedding <=> ${vector}::vector limit 60`;
+  const plain = sql`select e.chunk_id from chunk_vectors e where e.upload_id in (select u.id from uploads u where ${scope})
+                     order by e.embedding <=> ${vectorParam(vector)} limit 60`;
   const counts = await database.db.transaction(async (tx) => {
     // no sort: the planner walks the HNSW index rather than sorting the file's 60 vectors
     await tx.execute(sql`set local enable_sort = off`);

@@ -62,9 +62,10 @@ describe('vault embedding chunks and sanitize', () => {
     const [vector] = await t.app.ctx.providers.embedder.embed([text]);
     const tokens = countTokens(text);
     await t.database.db.execute(
-      sql`insert into chunks (id, upload_id, chunk_index, text, tokens, embedding, tsv)
-          values (${id}, ${uploadId}, ${index}, ${text}, ${tokens}, ${`[${vector!.join(',')}]`}::vector, to_tsvector('english', ${text}))`,
+      sql`insert into chunks (id, upload_id, chunk_index, text, tokens, tsv)
+          values (${id}, ${uploadId}, ${index}, ${text}, ${tokens}, to_tsvector('english', ${text}))`,
     );
+    await t.database.db.execute(sql`insert into chunk_vectors (chunk_id, upload_id, embedding) values (${id}, ${uploadId}, ${`[${vector!.join(',')}]`}::vector)`);
     await t.database.db.execute(sql`update uploads set text_tokens = text_tokens + ${tokens}, chunk_count = chunk_count + 1 where id = ${uploadId}`);
     return id;
   }
@@ -78,7 +79,7 @@ describe('vault embedding chunks and sanitize', () => {
   }
 
   async function chunkRow(id: string) {
-    const [row] = await rowsOf<{ text: string; tokens: number; embedding: string }>(t.database.db, sql`select text, tokens, embedding::text as embedding from chunks where id = ${id}`);
+    const [row] = await rowsOf<{ text: string; tokens: number; embedding: string }>(t.database.db, sql`select c.text, c.tokens, v.embedding::text as embedding from chunks c join chunk_vectors v on v.chunk_id = c.id where c.id = ${id}`);
     return row!;
   }
 

@@ -46,7 +46,9 @@ class ProbeEmbedder implements Embedder {
 async function chunkRows(db: Db, uploadId: string) {
   return rowsOf<{ chunk_index: number; text: string; tokens: number; dims: number; has_tsv: boolean }>(
     db,
-    sql`select chunk_index, text, tokens, vector_dims(embedding) as dims, tsv is not null as has_tsv from chunks where upload_id = ${uploadId} order by chunk_index`,
+    sql`select c.chunk_index, c.text, c.tokens, vector_dims(coalesce(v.embedding, s.embedding)) as dims, c.tsv is not null as has_tsv
+          from chunks c left join chunk_vectors v on v.chunk_id = c.id left join chunk_vectors_staged s on s.chunk_id = c.id
+         where c.upload_id = ${uploadId} order by c.chunk_index`,
   );
 }
 
@@ -416,16 +418,16 @@ describe('vault ingestion: embedder changes never mix vectors', () => {
       const result = await waitForIngestion(second.app, token, refused._id);
       assert.equal(result.status, 'error');
       assert.equal(result.error_message, EMBEDDER_CHANGED_MESSAGE);
-      const [before] = await rowsOf<{ dims: number }>(database.db, sql`select vector_dims(embedding) as dims from chunks limit 1`);
+      const [before] = await rowsOf<{ dims: number }>(database.db, sql`select vector_dims(embedding) as dims from (select embedding from chunk_vectors union all select embedding from chunk_vectors_staged) x limit 1`);
       assert.equal(before!.dims, 384);
 
       const outcome = await reembedAll(second.app.ctx);
       assert.equal(outcome.resized, true);
       assert.equal(outcome.dimensions, 64);
       assert.ok(outcome.chunks > 0);
-      const dims = await rowsOf<{ dims: number | null }>(database.db, sql`select vector_dims(embedding) as dims from chunks`);
+      const dims = await rowsOf<{ dims: number | null }>(database.db, sql`select vector_dims(coalesce(v.embedding, s.embedding)) as dims from chunks c left join chunk_vectors v on v.chunk_id = c.id left join chunk_vectors_staged s on s.chunk_id = c.id`);
       assert.ok(dims.length > 0 && dims.every((d) => d.dims === 64));
-      const [index] = await rowsOf<{ n: number }>(database.db, sql`select count(*)::int as n from pg_indexes where indexname = 'chunks_embedding_hnsw'`);
+      const [index] = await rowsOf<{ n: number }>(database.db, sql`select count(*)::int as n from pg_indexes where indexname = 'chunk_vectors_hnsw'`);
       assert.equal(index!.n, 1);
       const [after] = await rowsOf<{ value: { id: string; dimensions: number; complete: boolean } }>(database.db, sql`select value from system_state where key = 'embedder'`);
       assert.deepEqual(after!.value, { id: 'local:hashed-ngrams-v1:64', dimensions: 64, complete: true });
@@ -455,7 +457,7 @@ describe('vault ingestion: the embedder check at boot', () => {
       assert.deepEqual([a.status, b.status].sort(), ['ok', 'recorded']);
       assert.equal(await embeddingColumnDimensions(database.db), 64);
       assert.deepEqual(await readEmbedderState(database.db), { id: 'local:hashed-ngrams-v1:64', dimensions: 64, complete: true });
-      const [index] = await rowsOf<{ n: number }>(database.db, sql`select count(*)::int as n from pg_indexes where indexname = 'chunks_embedding_hnsw'`);
+      const [index] = await rowsOf<{ n: number }>(database.db, sql`select count(*)::int as n from pg_indexes where indexname = 'chunk_vectors_hnsw'`);
       assert.equal(index!.n, 1);
       // still no chunk: another model is adopted
       assert.equal((await checkEmbedder(node(384))).status, 'adopted');
@@ -470,9 +472,9 @@ describe('vault ingestion: the embedder check at boot', () => {
             values (${uploadId}, 'a.txt', 1, 'text/plain', 'personal', ${world.userA1.id}, ${world.accountA.id}, 'active', ${`test/${uploadId}`}, ${'0'.repeat(64)})`,
       );
       const [vector] = await new LocalEmbedder(384).embed(['kept']);
-      await database.db.execute(
-        sql`insert into chunks (id, upload_id, chunk_index, text, tokens, embedding) values (${newId()}, ${uploadId}, 0, 'kept', 1, ${`[${vector!.join(',')}]`}::vector)`,
-      );
+      const chunkId = newId();
+      await database.db.execute(sql`insert into chunks (id, upload_id, chunk_index, text, tokens) values (${chunkId}, ${uploadId}, 0, 'kept', 1)`);
+      await database.db.execute(sql`insert into chunk_vectors (chunk_id, upload_id, embedding) values (${chunkId}, ${uploadId}, ${`[${vector!.join(',')}]`}::vector)`);
       const refused = await checkEmbedder(node(64));
       assert.equal(refused.status, 'mismatch');
       assert.equal(await embeddingColumnDimensions(database.db), 384);

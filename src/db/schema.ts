@@ -298,7 +298,6 @@ export const chunks = pgTable(
     text: text('text').notNull(),
     heading: text('heading'),
     tokens: integer('tokens').notNull(),
-    embedding: vector('embedding', { dimensions: DEFAULT_EMBEDDING_DIMENSIONS }),
     tsv: tsvector('tsv'),
     /** BM25 document length: lexemes in tsv counted with repetition (search module). */
     lexLen: integer('lex_len').notNull().default(0),
@@ -307,9 +306,43 @@ export const chunks = pgTable(
   },
   (t) => [
     uniqueIndex('chunks_upload_index_uq').on(t.uploadId, t.chunkIndex),
-    index('chunks_embedding_hnsw').using('hnsw', t.embedding.op('vector_cosine_ops')),
     index('chunks_tsv_gin').using('gin', t.tsv),
   ],
+);
+
+/**
+ * Each chunk's vector, in the table the HNSW index covers. Ingestion does not write here: it stages the
+ * vectors (chunk_vectors_staged) and a background drain moves them in small batches (search/vectors.ts),
+ * because an incremental HNSW insert costs 3–7 ms a row on the embedded engine. A chunk edit and a
+ * re-embed write here directly. `upload_id` is the chunk's, kept here for the scope filter of a search.
+ */
+export const chunkVectors = pgTable(
+  'chunk_vectors',
+  {
+    chunkId: text('chunk_id')
+      .primaryKey()
+      .references(() => chunks.id, { onDelete: 'cascade' }),
+    uploadId: text('upload_id').notNull(),
+    embedding: vector('embedding', { dimensions: DEFAULT_EMBEDDING_DIMENSIONS }).notNull(),
+  },
+  (t) => [index('chunk_vectors_hnsw').using('hnsw', t.embedding.op('vector_cosine_ops')), index('chunk_vectors_upload_idx').on(t.uploadId)],
+);
+
+/**
+ * Vectors written by ingestion and not yet in the HNSW index. A search compares the query with every
+ * staged vector of its scope exactly, so a file is fully searchable as soon as it is active; a chunk's
+ * vector is in exactly one of the two tables.
+ */
+export const chunkVectorsStaged = pgTable(
+  'chunk_vectors_staged',
+  {
+    chunkId: text('chunk_id')
+      .primaryKey()
+      .references(() => chunks.id, { onDelete: 'cascade' }),
+    uploadId: text('upload_id').notNull(),
+    embedding: vector('embedding', { dimensions: DEFAULT_EMBEDDING_DIMENSIONS }).notNull(),
+  },
+  (t) => [index('chunk_vectors_staged_upload_idx').on(t.uploadId)],
 );
 
 // ───────────────────────────── platform ─────────────────────────────
@@ -432,22 +465,23 @@ export const kgEntities = pgTable(
   (t) => [primaryKey({ columns: [t.uploadId, t.name] })],
 );
 
-/** Entity → chunk mentions; `rank` orders a chunk's entities by salience (edges use the first few). */
+/**
+ * Entity → chunk mentions, one row per chunk: its entities in order of salience (the first EDGE_RANK
+ * make its co-occurrence edges), their kinds and their counts in the chunk, as parallel arrays. One row
+ * a chunk instead of one a mention: ~46 rows a chunk cost the embedded engine 2 ms a chunk to insert.
+ */
 export const kgMentions = pgTable(
   'kg_mentions',
   {
     chunkId: text('chunk_id')
-      .notNull()
+      .primaryKey()
       .references(() => chunks.id, { onDelete: 'cascade' }),
-    uploadId: text('upload_id')
-      .notNull()
-      .references(() => uploads.id, { onDelete: 'cascade' }),
-    name: text('name').notNull(),
-    kind: text('kind').notNull(),
-    tf: integer('tf').notNull(),
-    rank: integer('rank').notNull(),
+    uploadId: text('upload_id').notNull(),
+    names: text('names').array().notNull(),
+    kinds: text('kinds').array().notNull(),
+    tf: integer('tf').array().notNull(),
   },
-  (t) => [primaryKey({ columns: [t.chunkId, t.name] }), index('kg_mentions_upload_idx').on(t.uploadId)],
+  (t) => [index('kg_mentions_upload_idx').on(t.uploadId)],
 );
 
 /** Weighted co-occurrence edges between entities of one upload (a < b; weight = chunks where both are salient). */

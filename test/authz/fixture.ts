@@ -366,6 +366,11 @@ export async function buildWorld(options: WorldOptions = {}): Promise<World> {
   const personalCollection = await makeCollection('member', { name: `Private ${CANARY_A1}`, scope: 'personal' });
   const deviceOfMember = await makeDevice(users.member.id);
 
+  // The background move of staged vectors into the HNSW index writes chunk_vectors(_staged) whenever it
+  // runs, whatever request is in flight: it is stopped here, so every write the log records is a request's.
+  // Staged vectors stay staged (searches compare them exactly).
+  await app.ctx.vectorDrain.stop();
+
   // The write log: a row trigger on every table of the public schema records each inserted, deleted
   // or actually changed row (an UPDATE that leaves a row as it was is no change; volatile columns are
   // left out). It is transactional: what a refused request rolled back leaves no trace.

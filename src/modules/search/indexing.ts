@@ -40,7 +40,7 @@ export async function refreshPlannerStatistics(db: DbOrTx, chunksWritten: number
   if (kind === 'postgres') return;
   indexedSince += chunksWritten;
   if (analysedAt >= 0 && indexedSince < Math.max(200, analysedAt / 4)) return;
-  await db.execute(sql`analyze uploads, chunks, upload_index_stats, kg_entities, kg_mentions, kg_edges`);
+  await db.execute(sql`analyze uploads, chunks, chunk_vectors, chunk_vectors_staged, upload_index_stats, kg_entities, kg_mentions, kg_edges`);
   analysedAt += indexedSince + (analysedAt < 0 ? 1 : 0);
   indexedSince = 0;
 }

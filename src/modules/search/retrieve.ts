@@ -4,7 +4,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { isUuid } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { presentUpload } from '../vault/uploads.presenters.js';
-import { vectorLiteral } from '../vault/ingest/pipeline.js';
+import { packVector, type PackedVector } from './vectors.js';
 import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
@@ -105,7 +105,7 @@ export interface RankedLists {
   lists: Partial<Record<Method, Ranked[]>>;
   uploadCount: number;
   chunkCount: number;
-  vector: string | null;
+  vector: PackedVector | null;
 }
 
 /** The three ranked lists of a query over the caller's scope (exported for the evaluation tools). */
@@ -119,7 +119,7 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   const methods = new Set(options.methods ?? METHODS);
   const depth = depthFor(options.limit);
   const lists: Partial<Record<Method, Ranked[]>> = {};
-  let vector: string | null = null;
+  let vector: PackedVector | null = null;
   if (scope.length === 0 || chunkCount === 0) return { lists, uploadCount: scope.length, chunkCount, vector };
 
   // the query vector is needed for minScore and the dense score of every result, even without the dense list
@@ -127,7 +127,7 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   const [v] = await embedder.embed([query]);
   // A query without letters or digits gets the zero vector from the local embedder: it has no direction,
   // its cosine with anything is undefined (NaN in pgvector), so there is no dense side for it.
-  if (v && v.some((x) => x !== 0)) vector = vectorLiteral(v, embedder.dimensions);
+  if (v && v.some((x) => x !== 0)) vector = packVector(v, embedder.dimensions);
 
   // The dense search runs in the database while the other two are scored here from the scope's segments.
   // The database runs one statement at a time, in the order they were sent: the query's lexemes are asked

@@ -1,8 +1,9 @@
 import { eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
-import { chunks, systemState, uploads } from '../../db/schema.js';
+import { chunks, chunkVectors, chunkVectorsStaged, systemState, uploads } from '../../db/schema.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
 import { EDGE_RANK, type Mention } from './graph.js';
+import { unpacked, vectorParam, type PackedVector } from './vectors.js';
 
 /**
  * Every SQL statement about chunks, their vectors, their full-text index, their BM25 statistics and
@@ -10,6 +11,9 @@ import { EDGE_RANK, type Mention } from './graph.js';
  * and the reads of retrieval. The scope of a search is resolved first (search.policy decides it) into
  * a list of upload ids; every read here is restricted to that list. The lexical and graph sides read an
  * upload's rows once per version of its index (segments.ts); the dense side queries pgvector each time.
+ *
+ * A chunk's vector is in chunk_vectors (under the HNSW index) or, from ingestion until the background
+ * drain moves it, in chunk_vectors_staged (compared exactly by every search): never in both.
  */
 
 /** A Postgres text[] literal (ids and entity names are passed as one array parameter). */
@@ -37,16 +41,18 @@ export interface ChunkToWrite {
   text: string;
   heading: string | null;
   tokens: number;
-  /** pgvector text form: `[0.1,0.2,...]` */
-  embedding: string;
+  /** The vector, packed (vectors.ts). */
+  embedding: PackedVector;
   /** Its knowledge-graph entities when already found (ingestion finds them in its sandbox); else found on writing. */
   mentions?: Mention[];
 }
 
 /**
- * One multi-row INSERT for many chunks (single-row inserts into these indexed columns cost ~12 ms
- * each on PGlite). The vector is passed as text and cast; the tsvector and its BM25 length (lexemes
- * counted with repetition) are computed in SQL from one to_tsvector call.
+ * One statement for many chunks (single-row inserts into these indexed columns cost ~12 ms each on
+ * PGlite): the chunk rows, with the tsvector and its BM25 length (lexemes counted with repetition)
+ * computed in SQL from one to_tsvector call, and their vectors into chunk_vectors_staged. An incremental
+ * HNSW insert costs 3–7 ms a row on the embedded engine; the drain (vector-drain.ts) pays it later, in
+ * small batches, while searches compare the staged vectors exactly.
  */
 export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: ChunkToWrite[], now: Date): Promise<void> {
   if (rows.length === 0) return;
@@ -56,27 +62,35 @@ export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: Chunk
   );
   const at = now.toISOString();
   await tx.execute(sql`
-    insert into chunks (id, upload_id, chunk_index, text, heading, tokens, embedding, tsv, lex_len, created_at, updated_at)
-    select v.id, ${uploadId}, v.idx::int, v.text, v.heading, v.tokens::int, v.emb::vector, x.tsv,
-           (select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(x.tsv) t)::int,
-           ${at}::timestamptz, ${at}::timestamptz
-      from (values ${values}) as v(id, idx, text, heading, tokens, emb)
-      cross join lateral (select to_tsvector('english', v.text) as tsv) x`);
+    with v as (select * from (values ${values}) as v(id, idx, text, heading, tokens, emb)),
+    written as (
+      insert into chunks (id, upload_id, chunk_index, text, heading, tokens, tsv, lex_len, created_at, updated_at)
+      select v.id, ${uploadId}, v.idx::int, v.text, v.heading, v.tokens::int, x.tsv,
+             (select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(x.tsv) t)::int,
+             ${at}::timestamptz, ${at}::timestamptz
+        from v cross join lateral (select to_tsvector('english', v.text) as tsv) x)
+    insert into chunk_vectors_staged (chunk_id, upload_id, embedding)
+    select v.id, ${uploadId}, ${unpacked(sql`p.a`)} from v cross join lateral (select v.emb::int[] as a) p`);
 }
 
-/** Entity mentions of chunks, in multi-row inserts. */
+/** A Postgres int[] literal. */
+const intArray = (values: readonly number[]) => `{${values.join(',')}}`;
+
+/** Entity mentions of chunks: one row a chunk, its entities in order of salience (rank 1 first). */
 export async function insertMentions(tx: DbOrTx, uploadId: string, rows: Array<{ chunkId: string; mentions: Mention[] }>): Promise<void> {
-  const flat = rows.flatMap((r) => r.mentions.map((m) => ({ chunkId: r.chunkId, m })));
-  for (let i = 0; i < flat.length; i += 1000) {
-    const part = flat.slice(i, i + 1000);
+  const withAny = rows.filter((r) => r.mentions.length > 0);
+  for (let i = 0; i < withAny.length; i += 500) {
     const values = sql.join(
-      part.map(({ chunkId, m }) => sql`(${chunkId}, ${m.name}, ${m.kind}, ${String(m.tf)}, ${String(m.rank)})`),
+      withAny.slice(i, i + 500).map(({ chunkId, mentions }) => {
+        const ranked = [...mentions].sort((a, b) => a.rank - b.rank);
+        return sql`(${chunkId}, ${textArray(ranked.map((m) => m.name))}, ${textArray(ranked.map((m) => m.kind))}, ${intArray(ranked.map((m) => m.tf))})`;
+      }),
       sql`, `,
     );
     await tx.execute(sql`
-      insert into kg_mentions (chunk_id, upload_id, name, kind, tf, rank)
-      select v.chunk_id, ${uploadId}, v.name, v.kind, v.tf::int, v.rank::int from (values ${values}) as v(chunk_id, name, kind, tf, rank)
-      on conflict (chunk_id, name) do nothing`);
+      insert into kg_mentions (chunk_id, upload_id, names, kinds, tf)
+      select v.chunk_id, ${uploadId}, v.names::text[], v.kinds::text[], v.tf::int[] from (values ${values}) as v(chunk_id, names, kinds, tf)
+      on conflict (chunk_id) do nothing`);
   }
 }
 
@@ -95,15 +109,17 @@ export async function refreshUploadIndex(tx: DbOrTx, uploadId: string): Promise<
   await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId}`);
   await tx.execute(sql`
     insert into kg_entities (upload_id, name, kind, chunk_count)
-    select upload_id, name, (array_agg(kind order by case kind when 'phrase' then 2 when 'quantity' then 1 else 0 end))[1], count(*)::int
-      from kg_mentions where upload_id = ${uploadId} group by upload_id, name`);
+    select ${uploadId}, e.name, (array_agg(e.kind order by case e.kind when 'phrase' then 2 when 'quantity' then 1 else 0 end))[1], count(*)::int
+      from kg_mentions m cross join lateral unnest(m.names, m.kinds) as e(name, kind)
+     where m.upload_id = ${uploadId} group by e.name`);
   await tx.execute(sql`delete from kg_edges where upload_id = ${uploadId}`);
   await tx.execute(sql`
     insert into kg_edges (upload_id, a, b, weight)
-    select m1.upload_id, m1.name, m2.name, count(*)::int
-      from kg_mentions m1 join kg_mentions m2 on m2.chunk_id = m1.chunk_id and m1.name < m2.name
-     where m1.upload_id = ${uploadId} and m1.rank <= ${EDGE_RANK} and m2.rank <= ${EDGE_RANK}
-     group by m1.upload_id, m1.name, m2.name`);
+    select ${uploadId}, p.a, p.b, count(*)::int
+      from kg_mentions m cross join lateral (
+             select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2) p
+     where m.upload_id = ${uploadId}
+     group by p.a, p.b`);
 }
 
 export interface ChunkRecord {
@@ -115,7 +131,7 @@ export interface ChunkRecord {
 }
 
 /**
- * Saves new text with its token count, vector (pgvector text form '[..]'), full-text index, BM25 length
+ * Saves new text with its token count, vector (into chunk_vectors, replacing a staged one), full-text index, BM25 length
  * and entity mentions, moves the upload's text_tokens by the difference and recomputes the upload's
  * derived rows. Run inside a transaction: all of it changes together.
  */
@@ -124,7 +140,7 @@ export async function replaceChunkText(
   chunkId: string,
   text: string,
   tokens: number,
-  vectorText: string,
+  vector: PackedVector,
   mentions: Mention[],
   now: Date,
 ): Promise<ChunkRecord | undefined> {
@@ -133,7 +149,7 @@ export async function replaceChunkText(
   const [row] = await rowsOf<{ id: string; upload_id: string; chunk_index: number; text: string; tokens: number }>(
     tx,
     sql`update chunks c
-           set text = ${text}, tokens = ${tokens}, embedding = ${vectorText}::vector, tsv = x.tsv,
+           set text = ${text}, tokens = ${tokens}, tsv = x.tsv,
                lex_len = (select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(x.tsv) t)::int,
                updated_at = ${now.toISOString()}
           from (select to_tsvector('english', ${text}) as tsv) x
@@ -144,6 +160,12 @@ export async function replaceChunkText(
   if (delta !== 0) {
     await tx.execute(sql`update uploads set text_tokens = greatest(text_tokens + ${delta}, 0), updated_at = ${now.toISOString()} where id = ${old.upload_id}`);
   }
+  // the staged row first: a drain moving it holds it, and waiting for that drain here (before touching
+  // chunk_vectors) cannot deadlock with its insert into chunk_vectors; then the new vector wins
+  await tx.execute(sql`delete from chunk_vectors_staged where chunk_id = ${chunkId}`);
+  await tx.execute(sql`
+    insert into chunk_vectors (chunk_id, upload_id, embedding) values (${chunkId}, ${old.upload_id}, ${vectorParam(vector)})
+    on conflict (chunk_id) do update set embedding = excluded.embedding`);
   await tx.execute(sql`delete from kg_mentions where chunk_id = ${chunkId}`);
   await insertMentions(tx, old.upload_id, [{ chunkId, mentions }]);
   await refreshUploadIndex(tx, old.upload_id);
@@ -213,7 +235,8 @@ export async function chunkIndexPage(
   const rows = await rowsOf<{ id: string; upload_id: string; chunk_index: number; lex_len: number; tsv: string | null; mentions: string | null }>(
     db,
     sql`select c.id, c.upload_id, c.chunk_index, c.lex_len, c.tsv::text as tsv,
-               (select json_agg(json_build_array(m.name, m.tf))::text from kg_mentions m where m.chunk_id = c.id) as mentions
+               (select json_agg(json_build_array(e.name, e.tf))::text from kg_mentions m cross join lateral unnest(m.names, m.tf) as e(name, tf)
+                 where m.chunk_id = c.id) as mentions
           from chunks c
          where c.upload_id = any(${textArray(uploadIds)}::text[]) and (c.upload_id, c.chunk_index) > (${after.uploadId}, ${after.index})
          order by c.upload_id, c.chunk_index limit ${limit}`,
@@ -266,14 +289,18 @@ export interface Scored {
  * Dense top-k by cosine similarity within the uploads. `exact`: every vector of the scope is compared
  * (a MATERIALIZED scan the HNSW index cannot serve); else the HNSW index with iterative scanning, so a
  * filtered top-k is never short (pgvector ≥ 0.8), re-sorted because relaxed order may swap neighbours.
+ * Either way the scope's staged vectors (not yet in the index) are compared exactly and merged in.
  */
-export async function denseSearch(db: DbOrTx, scope: SQL, vector: string, k: number, exact: boolean): Promise<Scored[]> {
+export async function denseSearch(db: DbOrTx, scope: SQL, vector: PackedVector, k: number, exact: boolean): Promise<Scored[]> {
+  const inScope = (alias: string) => sql`${sql.raw(alias)}.upload_id in (select u.id from uploads u where ${scope})`;
+  const staged = sql`select s.chunk_id as id, s.embedding <=> (select v from q) as dist from chunk_vectors_staged s where ${inScope('s')}`;
   if (exact) {
     const rows = await rowsOf<{ id: string; score: number }>(
       db,
-      sql`with d as materialized (
-            select c.id, c.embedding <=> ${vector}::vector as dist from chunks c
-             where c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null)
+      sql`with q as materialized (select ${vectorParam(vector)} as v),
+          d as materialized (
+            select e.chunk_id as id, e.embedding <=> (select v from q) as dist from chunk_vectors e where ${inScope('e')}
+            union all ${staged})
           select id, 1 - dist as score from d order by dist, id limit ${k}`,
     );
     return finiteScores(rows);
@@ -281,17 +308,21 @@ export async function denseSearch(db: DbOrTx, scope: SQL, vector: string, k: num
   // The index scan's settings, local to this statement's transaction, in the statement itself: the scan is
   // the inner side of a lateral join on the settings row, so it starts after set_config ran (pgvector reads
   // them when the scan begins; test/search-segments.test.ts shows it). One statement instead of five (begin,
-  // two `set local`, the query, commit): 1–2 ms less per search on the embedded engine.
+  // two `set local`, the query, commit): 1–2 ms less per search on the embedded engine. The query vector is
+  // an init plan evaluated once; the index orders by its distance to it.
   const ef = String(Math.max(40, Math.min(1000, Math.trunc(k * 2))));
   const rows = await rowsOf<{ id: string; score: number }>(
     db,
     sql`with settings as materialized (
-          select set_config('hnsw.iterative_scan', 'relaxed_order', true) as scan, set_config('hnsw.ef_search', ${ef}, true) as ef)
-        select t.id, t.score from settings cross join lateral (
-          select c.id, 1 - (c.embedding <=> ${vector}::vector) as score from chunks c
-           where settings.ef is not null and c.upload_id in (select u.id from uploads u where ${scope}) and c.embedding is not null
-           order by c.embedding <=> ${vector}::vector limit ${k}) t
-        order by t.score desc, t.id`,
+          select set_config('hnsw.iterative_scan', 'relaxed_order', true) as scan, set_config('hnsw.ef_search', ${ef}, true) as ef),
+        q as materialized (select ${vectorParam(vector)} as v)
+        select t.id, 1 - t.dist as score from (
+          select i.id, i.dist from settings cross join lateral (
+            select e.chunk_id as id, e.embedding <=> (select v from q) as dist from chunk_vectors e
+             where settings.ef is not null and ${inScope('e')}
+             order by e.embedding <=> (select v from q) limit ${k}) i
+          union all ${staged}) t
+        order by t.dist, t.id limit ${k}`,
   );
   return finiteScores(rows);
 }
@@ -324,23 +355,31 @@ export interface ResultChunk {
 }
 
 /** The chunks of the final results with their files, and their cosine similarity to the query vector, in one query. */
-export async function resultChunks(db: DbOrTx, chunkIds: string[], vector: string | null): Promise<ResultChunk[]> {
+export async function resultChunks(db: DbOrTx, chunkIds: string[], vector: PackedVector | null): Promise<ResultChunk[]> {
   if (chunkIds.length === 0) return [];
-  const dense = vector ? sql<number | null>`1 - (${chunks.embedding} <=> ${vector}::vector)` : sql<number | null>`null::float8`;
+  const dense = vector
+    ? sql<number | null>`1 - (coalesce(${chunkVectors.embedding}, ${chunkVectorsStaged.embedding}) <=> ${vectorParam(vector)})`
+    : sql<number | null>`null::float8`;
   const rows = await db
     .select({ id: chunks.id, uploadId: chunks.uploadId, index: chunks.chunkIndex, text: chunks.text, dense: dense.mapWith(Number), upload: uploads })
     .from(chunks)
     .innerJoin(uploads, eq(uploads.id, chunks.uploadId))
+    .leftJoin(chunkVectors, eq(chunkVectors.chunkId, chunks.id))
+    .leftJoin(chunkVectorsStaged, eq(chunkVectorsStaged.chunkId, chunks.id))
     .where(inArray(chunks.id, chunkIds));
   return rows.map((r) => ({ ...r, dense: r.dense === null || !Number.isFinite(r.dense) ? null : r.dense }));
 }
 
 /** Cosine similarity of chunks to the query vector (chunks without a usable vector are absent). */
-export async function cosinesOf(db: DbOrTx, chunkIds: string[], vector: string): Promise<Map<string, number>> {
+export async function cosinesOf(db: DbOrTx, chunkIds: string[], vector: PackedVector): Promise<Map<string, number>> {
   if (chunkIds.length === 0) return new Map();
+  const ids = textArray(chunkIds);
   const rows = await rowsOf<{ id: string; score: number | string | null }>(
     db,
-    sql`select c.id, 1 - (c.embedding <=> ${vector}::vector) as score from chunks c where c.id = any(${textArray(chunkIds)}::text[])`,
+    sql`with q as materialized (select ${vectorParam(vector)} as v)
+        select e.chunk_id as id, 1 - (e.embedding <=> (select v from q)) as score from chunk_vectors e where e.chunk_id = any(${ids}::text[])
+        union all
+        select s.chunk_id, 1 - (s.embedding <=> (select v from q)) from chunk_vectors_staged s where s.chunk_id = any(${ids}::text[])`,
   );
   return new Map(rows.map((r) => [r.id, Number(r.score)] as const).filter(([, v]) => Number.isFinite(v)));
 }
@@ -391,11 +430,11 @@ export async function countChunks(db: DbOrTx): Promise<number> {
   return Number(row?.n ?? 0);
 }
 
-/** Dimension of the chunks.embedding column (pgvector keeps it in atttypmod). */
+/** Dimension of the vector columns (pgvector keeps it in atttypmod; both tables always have the same). */
 export async function embeddingColumnDimensions(db: DbOrTx): Promise<number> {
   const [row] = await rowsOf<{ dims: number }>(
     db,
-    sql`select atttypmod as dims from pg_attribute where attrelid = 'chunks'::regclass and attname = 'embedding' and not attisdropped`,
+    sql`select atttypmod as dims from pg_attribute where attrelid = 'chunk_vectors'::regclass and attname = 'embedding' and not attisdropped`,
   );
   return Number(row?.dims ?? -1);
 }
@@ -409,18 +448,20 @@ export async function lockEmbedderChanges(tx: DbOrTx): Promise<void> {
 }
 
 export async function dropEmbeddingIndex(tx: DbOrTx): Promise<void> {
-  await tx.execute(sql`drop index if exists chunks_embedding_hnsw`);
+  await tx.execute(sql`drop index if exists chunk_vectors_hnsw`);
 }
 
 export async function createEmbeddingIndex(db: DbOrTx): Promise<void> {
-  await db.execute(sql`create index if not exists chunks_embedding_hnsw on chunks using hnsw (embedding vector_cosine_ops)`);
+  await db.execute(sql`create index if not exists chunk_vectors_hnsw on chunk_vectors using hnsw (embedding vector_cosine_ops)`);
 }
 
-/** Empties every vector and changes the column's dimension (vectors of two sizes cannot share it). */
+/** Removes every vector and changes the columns' dimension (vectors of two sizes cannot share them). */
 export async function resizeEmbeddingColumn(tx: DbOrTx, dimensions: number): Promise<void> {
   if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > 16000) throw new Error(`Invalid embedding dimension ${dimensions}`);
-  await tx.execute(sql`update chunks set embedding = null where embedding is not null`);
-  await tx.execute(sql.raw(`alter table chunks alter column embedding type vector(${dimensions})`));
+  await tx.execute(sql`delete from chunk_vectors`);
+  await tx.execute(sql`delete from chunk_vectors_staged`);
+  await tx.execute(sql.raw(`alter table chunk_vectors alter column embedding type vector(${dimensions})`));
+  await tx.execute(sql.raw(`alter table chunk_vectors_staged alter column embedding type vector(${dimensions})`));
 }
 
 export async function chunkTextsAfter(db: DbOrTx, afterId: string, limit: number): Promise<Array<{ id: string; text: string }>> {
@@ -432,16 +473,44 @@ export async function chunkTextsAfter(db: DbOrTx, afterId: string, limit: number
     .limit(limit);
 }
 
-export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string; embedding: string }>, now: Date): Promise<void> {
+/** Re-embedding: each chunk's new vector into chunk_vectors (the index is dropped meanwhile), replacing a staged one. */
+export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string; embedding: PackedVector }>): Promise<void> {
   if (rows.length === 0) return;
   const values = sql.join(
     rows.map((r) => sql`(${r.id}, ${r.embedding})`),
     sql`, `,
   );
+  await db.execute(sql`delete from chunk_vectors_staged where chunk_id = any(${textArray(rows.map((r) => r.id))}::text[])`);
   await db.execute(sql`
-    update chunks c set embedding = v.emb::vector, updated_at = ${now.toISOString()}::timestamptz
-      from (values ${values}) as v(id, emb)
-     where c.id = v.id`);
+    insert into chunk_vectors (chunk_id, upload_id, embedding)
+    select c.id, c.upload_id, ${unpacked(sql`p.a`)}
+      from (values ${values}) as v(id, emb) join chunks c on c.id = v.id cross join lateral (select v.emb::int[] as a) p
+    on conflict (chunk_id) do update set embedding = excluded.embedding`);
+}
+
+/**
+ * Moves up to `limit` staged vectors (oldest chunks first) into chunk_vectors, paying their HNSW inserts;
+ * returns how many left the staging table. A vector written to chunk_vectors meanwhile (a chunk edit, a
+ * re-embed) is newer and stays. Several nodes may drain at once: each takes rows no other one holds.
+ */
+export async function drainStagedVectors(db: DbOrTx, limit: number): Promise<number> {
+  const [row] = await rowsOf<{ n: number }>(
+    db,
+    sql`with moved as (
+          delete from chunk_vectors_staged
+           where chunk_id in (select chunk_id from chunk_vectors_staged order by chunk_id limit ${limit} for update skip locked)
+          returning chunk_id, upload_id, embedding),
+        kept as (
+          insert into chunk_vectors (chunk_id, upload_id, embedding) select chunk_id, upload_id, embedding from moved
+          on conflict (chunk_id) do nothing)
+        select count(*)::int as n from moved`,
+  );
+  return Number(row?.n ?? 0);
+}
+
+export async function countStagedVectors(db: DbOrTx): Promise<number> {
+  const [row] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from chunk_vectors_staged`);
+  return Number(row?.n ?? 0);
 }
 
 export async function setEmbeddingModelOfIndexedUploads(db: DbOrTx, model: string, now: Date): Promise<void> {

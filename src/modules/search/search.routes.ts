@@ -1,9 +1,11 @@
 import type { FastifyRequest } from 'fastify';
+import { Gauge } from 'prom-client';
 import type { AppContext } from '../../context.js';
 import { authOf, requireAuth, SECURED } from '../../http/auth.js';
 import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
 import { errorResponses } from '../../shared/schemas.js';
+import { countStagedVectors } from './search.repository.js';
 import { SearchContentBody, SearchContentResponse } from './search.schemas.js';
 import { SearchService } from './search.service.js';
 
@@ -11,6 +13,17 @@ import { SearchService } from './search.service.js';
 export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
   const service = new SearchService(ctx);
   const { config } = ctx;
+  // the background move of staged vectors into the HNSW index: from ready until just before the database closes
+  app.addHook('onReady', async () => ctx.vectorDrain.start());
+  app.addHook('preClose', async () => ctx.vectorDrain.stop());
+  new Gauge({
+    name: 'search_vectors_staged',
+    help: 'Chunk vectors written by ingestion and not yet in the HNSW index (searches compare them exactly)',
+    registers: [app.metrics],
+    async collect() {
+      this.set(await countStagedVectors(ctx.db));
+    },
+  });
   const checkSearch = (request: FastifyRequest) => {
     try {
       service.checkRequest(authOf(request), request.body as SearchContentBody);

@@ -8,7 +8,8 @@ import type { AuthContext } from '../identity/auth-context.js';
 import * as repo from './chunks.repository.js';
 import type { ChunkRow, ChunkUpload } from './chunks.repository.js';
 import { countTokens } from './ingest/chunker.js';
-import { EMBEDDER_CHANGED_MESSAGE, embedderMatches, vectorLiteral } from './ingest/pipeline.js';
+import { EMBEDDER_CHANGED_MESSAGE, embedderMatches } from './ingest/pipeline.js';
+import { packVector, type PackedVector } from '../search/vectors.js';
 import { assertModify } from './vault.policy.js';
 import { extractEntities } from '../search/graph.js';
 import { replaceChunkText } from '../search/search.repository.js';
@@ -60,11 +61,11 @@ export class ChunksService {
     assertModify(auth, upload, 'Only the owner of the file or a vault administrator may change its chunks');
 
     const embedder = this.ctx.providers.embedder;
-    let vector: string;
+    let vector: PackedVector;
     try {
       const [embedded] = await embedder.embed([text]);
       if (!embedded) throw new Error('The embedder returned no vector');
-      vector = vectorLiteral(embedded, embedder.dimensions);
+      vector = packVector(embedded, embedder.dimensions);
     } catch (err) {
       if (isUpstreamFailure(err)) {
         this.ctx.log.warn({ err }, 'embedding provider failed while re-embedding a chunk');

@@ -8,6 +8,7 @@ import { newId } from '../../../shared/ids.js';
 import { activateUpload, findUploadById, lockUploadStatus, markIngestError, setIngestProgress } from '../uploads.repository.js';
 import { deleteChunksOf, finishUploadIndex, refreshPlannerStatistics, writeIndexedChunks, type ChunkToWrite } from '../../search/indexing.js';
 import { readEmbedderState, recordEmbedderIfAbsent } from '../../search/search.repository.js';
+import { packVector } from '../../search/vectors.js';
 import { LocalEmbedder } from '../../../providers/embeddings/local.js';
 import { ExtractionError, type ExtractLimits } from './formats.js';
 import type { PreparedDocument, PrepareTask } from './prepare.js';
@@ -16,9 +17,10 @@ import { SandboxFailure } from './sandbox.js';
 /**
  * Ingestion of one upload, run by a job worker: load the stored file → in a worker thread (sandbox.ts:
  * heap and time limits), extract its text, chunk it and, with the local embedder, embed the chunks →
- * with a remote embedder, embed here (network, in batches of EMBEDDINGS_BATCH_SIZE) → write every chunk with its vector and tsvector in
- * multi-row inserts, in ONE transaction that also turns the upload 'active' (on PGlite, large files
- * excepted: see `staged` below). Until that commit the upload is 'processing'; a retry starts from
+ * with a remote embedder, embed here (network, in batches of EMBEDDINGS_BATCH_SIZE) → write every chunk
+ * with its tsvector, and its vector into the staging table (search/vector-drain.ts moves it under the HNSW
+ * index later), in multi-row inserts, in ONE transaction that also turns the upload 'active' (on PGlite,
+ * large files excepted: see `staged` below). Until that commit the upload is 'processing'; a retry starts from
  * scratch.
  *
  * Failures end as status 'error' with a message the uploader can read: an ExtractionError's own
@@ -61,6 +63,8 @@ export interface IngestDeps {
   log: WorkerLogger;
   /** The database runs one statement at a time for the whole app (PGlite): keep transactions short. */
   singleConnection?: boolean;
+  /** Asks the background move of staged vectors into the HNSW index to wait while this writes (search/vector-drain.ts). */
+  holdVectorDrain?: () => () => void;
 }
 
 export interface IngestOptions {
@@ -91,13 +95,6 @@ const oneLine = (s: string, max = 300) => {
   const line = s.replace(/\s+/g, ' ').trim();
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 };
-
-/** pgvector's text form; non-finite numbers would be rejected by the cast, so they are caught here. */
-export function vectorLiteral(v: number[], dimensions: number): string {
-  if (v.length !== dimensions) throw new Error(`embedder returned ${v.length} numbers, expected ${dimensions}`);
-  for (const x of v) if (!Number.isFinite(x)) throw new Error('embedder returned a non-finite number');
-  return `[${v.join(',')}]`;
-}
 
 /**
  * Whether the stored vectors were made by this embedder (recording it when nothing is recorded yet).
@@ -130,6 +127,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
     if (!(await setIngestProgress(db, uploadId, next, Math.round(pct), clock.now()))) throw new SkipIngest(`upload left processing during ${next}`);
   };
   let stagedWrites = false;
+  let releaseDrain: (() => void) | undefined;
   const checkAbort = () => {
     if (options.signal?.aborted) throw new JobAbortedError('ingestion stopped');
   };
@@ -173,11 +171,10 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       if (doc.embedderId !== embedder.id) throw new Error(`worker embedded with ${doc.embedderId}, expected ${embedder.id}`);
       const dims = embedder.dimensions;
       const vectors = doc.vectors;
-      // vector literals in slices, with a turn of the event loop between them
+      // packed vectors in slices, with a turn of the event loop between them
       for (let i = 0; i < pieces.length; i++) {
         const c = pieces[i]!;
-        const v = Array.from(vectors.subarray(i * dims, (i + 1) * dims));
-        rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, mentions: c.mentions, embedding: vectorLiteral(v, dims) });
+        rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, mentions: c.mentions, embedding: packVector(vectors.subarray(i * dims, (i + 1) * dims), dims) });
         if (i % 256 === 255) await yieldToEventLoop();
       }
       timings.embedInWorker = doc.timings.embed ?? 0;
@@ -194,7 +191,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
         );
         if (vectors.length !== batch.length) throw new Error(`embedder returned ${vectors.length} vectors for ${batch.length} texts`);
         batch.forEach((c, j) => {
-          rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, mentions: c.mentions, embedding: vectorLiteral(vectors[j]!, embedder.dimensions) });
+          rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, mentions: c.mentions, embedding: packVector(vectors[j]!, embedder.dimensions) });
         });
         await yieldToEventLoop();
         // progress at most every 250 ms: each write is a statement the API waits behind on PGlite
@@ -208,10 +205,11 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
     checkAbort();
 
     await progress('indexing', 90);
+    releaseDrain = deps.holdVectorDrain?.();
     const textTokens = rows.reduce((n, r) => n + r.tokens, 0);
     const pages = doc.pages ?? null;
     // On a single-connection database (PGlite) a transaction holds every other query of the app: one of
-    // thousands of rows (~3-6 ms each with the HNSW index) would stall the API for tens of seconds.
+    // thousands of rows (~2 ms each) would stall the API for seconds.
     // There, a large file's chunks are written ahead in short autocommitted batches while the upload is
     // still 'processing' (readers only use chunks of active files), and the last batch commits with
     // the activation; on any failure the staged rows are removed again.
@@ -246,12 +244,14 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       await activateUpload(tx, uploadId, { chunkCount: rows.length, textTokens, pages, embeddingModel: embedder.id }, clock.now());
       return true;
     });
+    releaseDrain?.();
     if (!activated) return { status: 'skipped', reason: 'upload left processing before indexing' };
     await refreshPlannerStatistics(db, rows.length, deps.singleConnection ? 'pglite' : 'postgres');
     lap('index');
     log.info({ uploadId, chunks: rows.length, textTokens, pages, timings }, 'upload ingested');
     return { status: 'active', chunkCount: rows.length, textTokens, pages, timings };
   } catch (err) {
+    releaseDrain?.();
     if (stagedWrites) await deleteChunksOf(db, uploadId).catch((e: unknown) => log.error({ err: e, uploadId }, 'could not remove staged chunks'));
     if (err instanceof SkipIngest) return { status: 'skipped', reason: err.message };
     if (err instanceof JobAbortedError || options.signal?.aborted) {

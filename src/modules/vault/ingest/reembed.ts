@@ -16,7 +16,8 @@ import {
   writeEmbedderState,
   type EmbedderState,
 } from '../../search/search.repository.js';
-import { EMBEDDER_CHANGED_MESSAGE, vectorLiteral } from './pipeline.js';
+import { EMBEDDER_CHANGED_MESSAGE } from './pipeline.js';
+import { packVector } from '../../search/vectors.js';
 
 /** What re-embedding needs; an AppContext has it, and so does the CLI without an HTTP app. */
 export interface ReembedContext {
@@ -44,8 +45,9 @@ export interface ReembedResult {
  *    the old model refuse to ingest (their final check fails), and nodes with the new one may.
  * 2. The HNSW index is dropped (bulk updates into it are slow) and, when the dimension changed, the
  *    vectors are nulled and the column altered to `vector(n)`.
- * 3. Chunks are read in id order, embedded in batches of EMBEDDINGS_BATCH_SIZE, written back with
- *    one multi-row UPDATE per batch; the index is rebuilt; the state becomes `complete: true`.
+ * 3. Chunks are read in id order, embedded in batches of EMBEDDINGS_BATCH_SIZE, written to chunk_vectors
+ *    (replacing a vector still staged by ingestion) one statement per batch; the index is rebuilt; the
+ *    state becomes `complete: true`.
  * Running it again after an interruption is safe: it simply starts over.
  */
 export async function reembedAll(ctx: ReembedContext, options: { onProgress?: (done: number, total: number) => void } = {}): Promise<ReembedResult> {
@@ -75,8 +77,7 @@ export async function reembedAll(ctx: ReembedContext, options: { onProgress?: (d
     if (vectors.length !== page.length) throw new Error(`embedder returned ${vectors.length} vectors for ${page.length} texts`);
     await updateChunkEmbeddings(
       db,
-      page.map((c, i) => ({ id: c.id, embedding: vectorLiteral(vectors[i]!, embedder.dimensions) })),
-      clock.now(),
+      page.map((c, i) => ({ id: c.id, embedding: packVector(vectors[i]!, embedder.dimensions) })),
     );
     done += page.length;
     after = page[page.length - 1]!.id;

@@ -27,6 +27,7 @@ export function registerIngestion(app: App, ctx: AppContext): void {
     clock: ctx.clock,
     log: ctx.log,
     singleConnection: ctx.database.kind === 'pglite',
+    holdVectorDrain: () => ctx.vectorDrain.hold(),
   });
   const workers: Worker[] = [];
   const sandboxes: IngestSandbox[] = [];

@@ -1,0 +1,114 @@
+import { sql } from 'drizzle-orm';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Db } from '../../db/client.js';
+import { countStagedVectors, drainStagedVectors } from './search.repository.js';
+
+export interface VectorDrainOptions {
+  /**
+   * Vectors moved per statement. An HNSW insert costs 3–7 ms a row on the embedded engine, which runs
+   * one statement at a time for the whole app: 8 rows hold it ~50 ms at most.
+   */
+  batch: number;
+  /** How long to wait when nothing is staged (another node's ingestion may stage some). */
+  idleMs: number;
+  /**
+   * While an ingestion writes (hold()), the drain waits, so the engine writes the file first; beyond
+   * this many staged vectors it drains anyway, so the exact part of every search stays bounded.
+   */
+  backlogCap: number;
+  /** PGlite has no autovacuum: the staging table is vacuumed here each time it has been emptied. */
+  vacuum: boolean;
+}
+
+export const DEFAULT_VECTOR_DRAIN: Omit<VectorDrainOptions, 'vacuum'> = { batch: 8, idleMs: 1000, backlogCap: 20_000 };
+
+/**
+ * Moves staged vectors (written by ingestion into chunk_vectors_staged) into the HNSW index, in small
+ * batches, in the background of every node. Until a vector is moved, every search compares it exactly
+ * (search.repository's denseSearch), so nothing waits for this: it turns exact comparisons into index
+ * lookups. Started when the app is ready, stopped (after its statement in flight) before the database
+ * closes; staged vectors left at a stop are drained after the next start.
+ */
+export class VectorDrain {
+  private holds = 0;
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+  private movedSinceVacuum = 0;
+  /** Vectors this node moved into the index since it started. */
+  moved = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly log: FastifyBaseLogger,
+    private readonly options: VectorDrainOptions,
+  ) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    await this.loop;
+    this.loop = undefined;
+  }
+
+  /** Asks the drain to wait while the caller writes (see backlogCap); call the returned function when done. */
+  hold(): () => void {
+    this.holds++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.holds--;
+      this.wake?.();
+    };
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.wake = undefined;
+        resolve();
+      }, ms);
+      timer.unref();
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve();
+      };
+    });
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      try {
+        if (this.holds > 0 && (await countStagedVectors(this.db)) < this.options.backlogCap) {
+          await this.sleep(250);
+          continue;
+        }
+        const moved = await drainStagedVectors(this.db, this.options.batch);
+        if (moved === 0) {
+          if (this.options.vacuum && this.movedSinceVacuum > 0) {
+            this.movedSinceVacuum = 0;
+            await this.db.execute(sql`vacuum chunk_vectors_staged`);
+          }
+          await this.sleep(this.options.idleMs);
+          continue;
+        }
+        this.moved += moved;
+        this.movedSinceVacuum += moved;
+        // a turn of the event loop between statements: queries of requests get their turn in the engine
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      } catch (err) {
+        if (!this.running) break;
+        this.log.error({ err }, 'moving staged vectors into the HNSW index failed; retrying in 5 s');
+        await this.sleep(5000);
+      }
+    }
+  }
+}

@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { PGlite } from '@electric-sql/pglite';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
+import { vector } from '@electric-sql/pglite-pgvector';
+
+/**
+ * Migrations that move data, run on a database holding data in the shape before them (the test
+ * template is migrated empty, so it never sees this).
+ */
+const DIR = join(import.meta.dirname, '..', 'src', 'db', 'migrations');
+const journal = JSON.parse(readFileSync(join(DIR, 'meta', '_journal.json'), 'utf8')) as { entries: Array<{ tag: string }> };
+const tags = journal.entries.map((e) => e.tag);
+
+async function apply(pg: PGlite, tag: string): Promise<void> {
+  for (const statement of readFileSync(join(DIR, `${tag}.sql`), 'utf8').split('--> statement-breakpoint')) {
+    if (statement.trim()) await pg.exec(statement);
+  }
+}
+
+const vectorText = (dims: number, seed: number) => `[${Array.from({ length: dims }, (_, i) => ((i * 7 + seed) % 13) / 16 - 0.375).join(',')}]`;
+
+for (const dims of [384, 3]) {
+  test(`0009 moves every vector (vector(${dims})) to chunk_vectors and every chunk's mentions to one row in rank order`, async () => {
+    const pg = await PGlite.create({ extensions: { vector, pg_trgm } });
+    try {
+      const at = tags.indexOf('0009_vectors_staged_mentions_per_chunk');
+      assert.ok(at > 0);
+      for (const tag of tags.slice(0, at)) await apply(pg, tag);
+      // a re-embed may have resized the column before this migration
+      if (dims !== 384) {
+        await pg.exec(`drop index chunks_embedding_hnsw; alter table chunks alter column embedding type vector(${dims}); create index chunks_embedding_hnsw on chunks using hnsw (embedding vector_cosine_ops)`);
+      }
+      await pg.exec(`set session_replication_role = replica`); // no foreign-key checks: chunks of an upload that is not there
+      await pg.query(
+        `insert into chunks (id, upload_id, chunk_index, text, tokens, embedding) values
+           ('c1', 'u1', 0, 'one', 1, $1::vector), ('c2', 'u1', 1, 'two', 1, $2::vector), ('c3', 'u2', 0, 'three', 1, null)`,
+        [vectorText(dims, 1), vectorText(dims, 2)],
+      );
+      await pg.exec(`insert into kg_mentions (chunk_id, upload_id, name, kind, tf, rank) values
+        ('c1', 'u1', 'wing', 'phrase', 2, 2), ('c1', 'u1', 'NACA', 'acronym', 1, 1), ('c1', 'u1', '5 m', 'quantity', 3, 3),
+        ('c2', 'u1', 'flutter', 'phrase', 1, 1)`);
+      await pg.exec(`set session_replication_role = origin`);
+      const before = (await pg.query<{ id: string; v: string }>(`select id, embedding::text as v from chunks where embedding is not null order by id`)).rows;
+
+      await apply(pg, tags[at]!);
+
+      const moved = (await pg.query<{ id: string; u: string; v: string }>(`select chunk_id as id, upload_id as u, embedding::text as v from chunk_vectors order by chunk_id`)).rows;
+      assert.deepEqual(
+        moved,
+        before.map((b) => ({ id: b.id, u: 'u1', v: b.v })),
+      );
+      const [typ] = (await pg.query<{ t: string }>(`select format_type(atttypid, atttypmod) as t from pg_attribute where attrelid = 'chunk_vectors_staged'::regclass and attname = 'embedding'`)).rows;
+      assert.equal(typ!.t, `vector(${dims})`);
+      assert.equal((await pg.query(`select 1 from chunk_vectors_staged`)).rows.length, 0);
+      assert.equal((await pg.query(`select 1 from pg_attribute where attrelid = 'chunks'::regclass and attname = 'embedding' and not attisdropped`)).rows.length, 0);
+      assert.equal((await pg.query(`select 1 from pg_indexes where indexname = 'chunk_vectors_hnsw'`)).rows.length, 1);
+      const mentions = (await pg.query(`select chunk_id, upload_id, names, kinds, tf from kg_mentions order by chunk_id`)).rows;
+      assert.deepEqual(mentions, [
+        { chunk_id: 'c1', upload_id: 'u1', names: ['NACA', 'wing', '5 m'], kinds: ['acronym', 'phrase', 'quantity'], tf: [1, 2, 3] },
+        { chunk_id: 'c2', upload_id: 'u1', names: ['flutter'], kinds: ['phrase'], tf: [1] },
+      ]);
+      // deleting a chunk takes its vector and its mentions with it
+      await pg.exec(`delete from chunks where id = 'c1'`);
+      assert.deepEqual((await pg.query(`select chunk_id from chunk_vectors union all select chunk_id from kg_mentions`)).rows, [{ chunk_id: 'c2' }, { chunk_id: 'c2' }]);
+    } finally {
+      await pg.close();
+    }
+  });
+}

@@ -1,0 +1,218 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'drizzle-orm';
+import type { FastifyBaseLogger } from 'fastify';
+import { rowsOf, type Database } from '../src/db/client.js';
+import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
+import { countStagedVectors, denseSearch, drainStagedVectors } from '../src/modules/search/search.repository.js';
+import { VectorDrain } from '../src/modules/search/vector-drain.js';
+import { packVector, vectorParam } from '../src/modules/search/vectors.js';
+import { insertUpload } from '../src/modules/vault/uploads.repository.js';
+import { LocalEmbedder } from '../src/providers/embeddings/index.js';
+import { newId } from '../src/shared/ids.js';
+import { makeWorld, openTestDatabase } from './support/app.js';
+
+/**
+ * How vectors are sent (packed integers, vectors.ts) and where they live: staged by ingestion, compared
+ * exactly by every search until the background drain moves them under the HNSW index.
+ */
+let database: Database;
+let world: Awaited<ReturnType<typeof makeWorld>>;
+const embedder = new LocalEmbedder(384);
+/** The drain logs only its failures: a test that sees one fails. */
+const log = {
+  error: (obj: object, msg?: string) => {
+    throw new Error(`vector drain failed: ${msg} ${JSON.stringify(obj)}`);
+  },
+} as unknown as FastifyBaseLogger;
+
+before(async () => {
+  database = await openTestDatabase();
+  world = await makeWorld(database);
+});
+after(async () => {
+  await database.close();
+});
+
+/** The vector the database stores for a packed one (read back through pgvector's text form). */
+async function roundTrip(v: number[]): Promise<number[]> {
+  const [row] = await rowsOf<{ v: string }>(database.db, sql`select ${vectorParam(packVector(v, v.length))}::text as v`);
+  return JSON.parse(row!.v) as number[];
+}
+
+function seeded(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296 - 0.5;
+  };
+}
+
+test('a packed vector is stored as its float32 values, whatever its magnitude', async () => {
+  const r = seeded(3);
+  const unit = (() => {
+    const v = Array.from({ length: 384 }, r);
+    const n = Math.hypot(...v);
+    return v.map((x) => x / n);
+  })();
+  for (const [label, v, tolerance] of [
+    ['unit', unit, 1e-8],
+    ['large', unit.map((x) => x * 5000), 5000 * 1e-8],
+    ['small', unit.map((x) => x * 1e-12), 1e-12 * 1e-8],
+    ['mixed', unit.map((x, i) => (i === 0 ? 3 : x * 1e-4)), 1e-8],
+  ] as const) {
+    const back = await roundTrip([...v]);
+    assert.equal(back.length, 384);
+    const worst = Math.max(...back.map((x, i) => Math.abs(x - Math.fround(v[i]!))));
+    assert.ok(worst <= tolerance, `${label}: off by ${worst}`);
+  }
+  assert.deepEqual(await roundTrip(new Array(8).fill(0)), new Array(8).fill(0));
+  // pgvector prints the shortest text of each float32: read back as float32, it is the same number
+  assert.deepEqual((await roundTrip([-0.4, 0.4, -1, 0.25])).map(Math.fround), [-0.4, 0.4, -1, 0.25].map(Math.fround));
+});
+
+test('packing refuses a wrong length and numbers that are not finite', () => {
+  assert.throws(() => packVector([1, 2], 3), /2 numbers, expected 3/);
+  assert.throws(() => packVector([1, Number.NaN, 2], 3), /non-finite/);
+  assert.throws(() => packVector([1, Number.POSITIVE_INFINITY, 2], 3), /non-finite/);
+  const packed = packVector([0.5, -0.25, 0], 3);
+  // 2^30 for the largest component, within an int4
+  assert.equal(packed, `{31,${2 ** 30},${-(2 ** 29)},0}`);
+});
+
+async function addUpload(texts: string[]): Promise<{ id: string; chunkIds: string[] }> {
+  const db = database.db;
+  const id = newId();
+  await insertUpload(db, { id, originalname: 'f.txt', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: world.userA1.id, accountId: world.accountA.id, status: 'processing', storageKey: id, sha256: id });
+  const vectors = await embedder.embed(texts);
+  const chunkIds = texts.map(() => newId());
+  await writeIndexedChunks(
+    db,
+    id,
+    texts.map((text, i) => ({ id: chunkIds[i]!, index: i, text, heading: null, tokens: 10, embedding: packVector(vectors[i]!, 384) })),
+    new Date(),
+  );
+  await finishUploadIndex(db, id);
+  await db.execute(sql`update uploads set status = 'active' where id = ${id}`);
+  return { id, chunkIds };
+}
+
+const counts = async (uploadId: string) =>
+  (
+    await rowsOf<{ staged: number; indexed: number }>(
+      database.db,
+      sql`select (select count(*)::int from chunk_vectors_staged where upload_id = ${uploadId}) as staged,
+                 (select count(*)::int from chunk_vectors where upload_id = ${uploadId}) as indexed`,
+    )
+  )[0]!;
+
+const TOPICS = 'boundary layer shock wave flutter heat transfer cone wing panel buckling pressure plateau separation nozzle jet'.split(' ');
+const texts = (n: number, seed: number) => Array.from({ length: n }, (_, i) => `${TOPICS[(i * 7 + seed) % TOPICS.length]} ${TOPICS[(i * 3 + seed) % TOPICS.length]} ${TOPICS[(i * 5 + seed) % TOPICS.length]} ${i}`);
+
+test('ingested vectors are staged, found by both dense paths before and after the drain, with the same scores', async () => {
+  const file = await addUpload(texts(40, 1));
+  assert.deepEqual(await counts(file.id), { staged: 40, indexed: 0 });
+  const [q] = await embedder.embed(['shock wave boundary layer']);
+  const vector = packVector(q!, 384);
+  const scope = sql`u.id = ${file.id}`;
+  const before = { exact: await denseSearch(database.db, scope, vector, 10, true), index: await denseSearch(database.db, scope, vector, 10, false) };
+  assert.equal(before.exact.length, 10);
+  assert.deepEqual(before.index, before.exact);
+
+  // the drain moves them in batches, oldest chunk ids first, and reports how many left the staging table
+  let moved = 0;
+  for (let n = await drainStagedVectors(database.db, 16); n > 0; n = await drainStagedVectors(database.db, 16)) {
+    assert.ok(n <= 16);
+    moved += n;
+  }
+  assert.ok(moved >= 40); // other tests' files may be drained here too
+  assert.deepEqual(await counts(file.id), { staged: 0, indexed: 40 });
+  const afterExact = await denseSearch(database.db, scope, vector, 10, true);
+  const afterIndex = await denseSearch(database.db, scope, vector, 10, false);
+  assert.deepEqual(afterExact, before.exact);
+  assert.deepEqual(
+    afterIndex.map((r) => r.id),
+    before.exact.map((r) => r.id),
+  );
+});
+
+test('a search merges indexed and staged vectors of its scope into one top-k', async () => {
+  const indexed = await addUpload(texts(30, 2));
+  while ((await drainStagedVectors(database.db, 100)) > 0);
+  const staged = await addUpload(texts(30, 3));
+  assert.deepEqual(await counts(staged.id), { staged: 30, indexed: 0 });
+  const [q] = await embedder.embed(['flutter of a wing panel']);
+  const vector = packVector(q!, 384);
+  const scope = sql`u.id in (${indexed.id}, ${staged.id})`;
+  const index = await denseSearch(database.db, scope, vector, 20, false);
+  const exact = await denseSearch(database.db, scope, vector, 20, true);
+  assert.equal(index.length, 20);
+  assert.deepEqual(index, exact);
+  assert.ok(index.some((r) => indexed.chunkIds.includes(r.id)) && index.some((r) => staged.chunkIds.includes(r.id)), 'both files among the top 20');
+  // sorted by score, best first
+  for (let i = 1; i < index.length; i++) assert.ok(index[i - 1]!.score >= index[i]!.score);
+});
+
+test('the drain keeps a vector written to the index meanwhile, and deleting a file removes its vectors wherever they are', async () => {
+  const file = await addUpload(texts(3, 4));
+  const target = file.chunkIds[0]!;
+  const newer = packVector(Array.from({ length: 384 }, (_, i) => (i === 7 ? 1 : 0)), 384);
+  // what a chunk edit or a re-embed does: the new vector goes straight to chunk_vectors
+  await database.db.execute(sql`insert into chunk_vectors (chunk_id, upload_id, embedding) values (${target}, ${file.id}, ${vectorParam(newer)})`);
+  while ((await drainStagedVectors(database.db, 100)) > 0);
+  const [kept] = await rowsOf<{ v: string }>(database.db, sql`select embedding::text as v from chunk_vectors where chunk_id = ${target}`);
+  assert.equal((JSON.parse(kept!.v) as number[])[7], 1);
+  assert.deepEqual(await counts(file.id), { staged: 0, indexed: 3 });
+
+  const other = await addUpload(texts(5, 5));
+  await database.db.execute(sql`delete from uploads where id in (${file.id}, ${other.id})`);
+  assert.deepEqual(await counts(file.id), { staged: 0, indexed: 0 });
+  assert.deepEqual(await counts(other.id), { staged: 0, indexed: 0 });
+});
+
+const until = async (what: () => Promise<boolean>, ms = 20_000) => {
+  const end = Date.now() + ms;
+  while (!(await what())) {
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return true;
+};
+
+test('the background drain empties the staging table, waits while an ingestion holds it, and drains beyond its backlog cap', async () => {
+  while ((await drainStagedVectors(database.db, 1000)) > 0);
+  const drain = new VectorDrain(database.db, log, { batch: 4, idleMs: 20, backlogCap: 1000, vacuum: true });
+  const release = drain.hold();
+  drain.start();
+  try {
+    const file = await addUpload(texts(25, 6));
+    // held, and 25 staged is under the cap: nothing moves however long it waits (the hold is checked before
+    // every batch; a drain that ignored it would have moved all 25 within a few batches of 4)
+    await new Promise((r) => setTimeout(r, 400));
+    assert.deepEqual(await counts(file.id), { staged: 25, indexed: 0 });
+    release();
+    assert.ok(await until(async () => (await countStagedVectors(database.db)) === 0), 'drained after the hold was released');
+    assert.deepEqual(await counts(file.id), { staged: 0, indexed: 25 });
+    assert.equal(drain.moved, 25);
+  } finally {
+    await drain.stop();
+  }
+
+  const capped = new VectorDrain(database.db, log, { batch: 4, idleMs: 20, backlogCap: 10, vacuum: true });
+  const hold = capped.hold();
+  capped.start();
+  try {
+    const file = await addUpload(texts(25, 7));
+    // held, but 25 staged is over the cap of 10: it drains down to the cap and waits there
+    assert.ok(await until(async () => (await countStagedVectors(database.db)) < 10), 'drained below the cap while held');
+    await new Promise((r) => setTimeout(r, 300));
+    // batches of 4 from 25: 21, 17, 13, 9, and at 9 (under the cap) it waits
+    assert.deepEqual(await counts(file.id), { staged: 9, indexed: 16 });
+    hold();
+    assert.ok(await until(async () => (await countStagedVectors(database.db)) === 0));
+  } finally {
+    await capped.stop();
+  }
+});
