@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
-import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
+import { finishUploadIndex, writeIndexedChunks, writeUploadGraph } from '../src/modules/search/indexing.js';
+import { compareCodePoints, edgeRows, entityRows, graphNames, uploadGraph, type EntityKind, type Mention } from '../src/modules/search/graph.js';
 import { denseSearch, drainStagedVectors, textArray } from '../src/modules/search/search.repository.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
 import { allowedOf, bm25, entityScores, hashKey, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK, type Allowed } from '../src/modules/search/segments.js';
@@ -406,4 +407,54 @@ test('the dense search by the index turns on iterative scanning (a filtered top-
   assert.equal((await denseSearch(database.db, scope, vector, 60, false)).length, 60);
   const [after] = await rowsOf<{ scan: string; ef: string }>(database.db, sql`select current_setting('hnsw.iterative_scan') as scan, current_setting('hnsw.ef_search') as ef`);
   assert.deepEqual(after, { scan: 'off', ef: '40' });
+});
+
+test('the graph rows ingestion computes in its sandbox (uploadGraph) equal the rows the SQL refresh computes from the stored mentions', async () => {
+  const db = database.db;
+  const w = await makeWorld(database);
+  const id = newId();
+  await insertUpload(db, { id, originalname: 'g.txt', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: w.userA1.id, accountId: w.accountA.id, status: 'processing', storageKey: id, sha256: id });
+  // names whose order differs between UTF-16 code units, code points and a linguistic collation; one name
+  // found with several kinds; more than EDGE_RANK mentions in a chunk; ranks given out of order
+  const pool = ['zeta', 'Zeta', 'a-b', 'ab', 'a b', 'é', 'e', '\u{1F600} face', '\uFFFD mark', 'ﬁre', 'fire', '10 km', 'nasa', 'boundary layer', 'x'];
+  const kinds: EntityKind[] = ['name', 'acronym', 'quantity', 'phrase'];
+  let seed = 11;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const chunks = Array.from({ length: 40 }, () => {
+    const names = [...new Set(Array.from({ length: 3 + Math.floor(next() * 12) }, () => pool[Math.floor(next() * pool.length)]!))];
+    const mentions: Mention[] = names.map((name, i) => ({ name, kind: kinds[Math.floor(next() * kinds.length)]!, tf: 1 + Math.floor(next() * 4), rank: i + 1 }));
+    return mentions.reverse();
+  });
+  const rows = chunks.map((mentions, i) => ({ id: newId(), index: i, text: `chunk ${i}`, heading: null, tokens: 2, mentions, embedding: packVector([1, 0, 0].concat(new Array(381).fill(0)), 384) }));
+  await writeIndexedChunks(db, id, rows, new Date());
+  await finishUploadIndex(db, id); // the SQL refresh over the stored mentions
+  const sqlRows = {
+    entities: await rowsOf<{ name: string; kind: string; n: number }>(db, sql`select name, kind, chunk_count as n from kg_entities where upload_id = ${id}`),
+    edges: await rowsOf<{ a: string; b: string; w: number }>(db, sql`select a, b, weight as w from kg_edges where upload_id = ${id}`),
+  };
+  const js = uploadGraph(chunks);
+  const names = graphNames(js);
+  const sorted = <T>(xs: T[]) => xs.map((x) => JSON.stringify(x)).sort();
+  assert.deepEqual(sorted(entityRows(js, names)), sorted(sqlRows.entities.map((e) => [e.name, e.kind, Number(e.n)])));
+  assert.deepEqual(sorted(edgeRows(js, names)), sorted(sqlRows.edges.map((e) => [e.a, e.b, Number(e.w)])));
+  assert.ok(edgeRows(js, names).length > 20 && names.includes('\u{1F600} face'));
+  // and written through the ingestion's path, the same rows again
+  await db.execute(sql`delete from kg_entities where upload_id = ${id}`);
+  await db.execute(sql`delete from kg_edges where upload_id = ${id}`);
+  await writeUploadGraph(db, id, js);
+  const again = {
+    entities: await rowsOf<{ name: string; kind: string; n: number }>(db, sql`select name, kind, chunk_count as n from kg_entities where upload_id = ${id}`),
+    edges: await rowsOf<{ a: string; b: string; w: number }>(db, sql`select a, b, weight as w from kg_edges where upload_id = ${id}`),
+  };
+  assert.deepEqual(sorted(again.entities), sorted(sqlRows.entities));
+  assert.deepEqual(sorted(again.edges), sorted(sqlRows.edges));
+  await db.execute(sql`delete from uploads where id = ${id}`);
+});
+
+test('code point order is the "C" collation\'s, not UTF-16 code unit order', async () => {
+  const words = ['a', 'b', 'ab', 'a b', 'é', 'z', '\uFFFD', '\u{1F600}', '\u{10000}', '\uE000', 'Z', ''];
+  const [row] = await rowsOf<{ w: string[] }>(database.db, sql`select array_agg(w order by w collate "C") as w from unnest(${textArray(words)}::text[]) w`);
+  assert.deepEqual([...words].sort(compareCodePoints), row!.w);
+  // UTF-16 order differs here: a surrogate pair sorts before U+E000 there
+  assert.notDeepEqual([...words].sort(), row!.w);
 });

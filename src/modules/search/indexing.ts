@@ -1,14 +1,16 @@
 import { sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
-import { extractEntities } from './graph.js';
-import { insertChunkBatch, insertMentions, refreshUploadIndex, type ChunkToWrite } from './search.repository.js';
+import { edgeRows, entityRows, extractEntities, graphNames, type UploadGraph } from './graph.js';
+import { insertChunkBatch, insertGraphRows, insertMentions, refreshUploadIndex, type ChunkToWrite } from './search.repository.js';
 
 /**
- * What ingestion calls to index chunks: the chunk rows (text, vector, tsvector, BM25 length) and their
- * knowledge-graph mentions, then, once every chunk of the upload is written, the upload's derived rows
- * (BM25 statistics, entities, co-occurrence edges). Ingestion brings each chunk's entities, found in its
- * sandbox process (prepare.ts): at ~0.6 ms a chunk, a batch of 200 found here would hold the request loop
- * for ~120 ms. Other writers (a chunk edit, a few rows) let them be found here.
+ * What ingestion calls to index chunks: the chunk rows (text, tsvector, BM25 length, staged vector) and
+ * their knowledge-graph mentions; then the upload's entities and edges (writeUploadGraph) and, in the
+ * transaction that activates it, its BM25 statistics with a new version (refreshUploadStatistics).
+ * Ingestion brings each chunk's entities and the file's graph rows, computed in its sandbox process
+ * (prepare.ts): at ~0.6 ms a chunk, a batch of 200 found here would hold the request loop for ~120 ms.
+ * Other writers (a chunk edit, a few rows, tools) let mentions be found here and finish with
+ * finishUploadIndex, which recomputes the graph rows from the stored mentions.
  */
 export async function writeIndexedChunks(db: DbOrTx, uploadId: string, rows: ChunkToWrite[], now: Date): Promise<void> {
   if (rows.length === 0) return;
@@ -20,13 +22,47 @@ export async function writeIndexedChunks(db: DbOrTx, uploadId: string, rows: Chu
   );
 }
 
-/** After the last chunk of an upload is written (same transaction as its activation). */
+/** Graph rows per statement: ~15 µs a row on the embedded engine, so ~30 ms a statement. */
+const GRAPH_ROWS_PER_STATEMENT = 2000;
+
+/**
+ * The upload's entity and edge rows (graph.ts uploadGraph of all its chunks' mentions), in statements of
+ * GRAPH_ROWS_PER_STATEMENT rows; `between` runs after each (a turn of the event loop, an abort check).
+ */
+export async function writeUploadGraph(db: DbOrTx, uploadId: string, graph: UploadGraph, between?: () => Promise<void>): Promise<void> {
+  const names = graphNames(graph);
+  for (let i = 0; i < names.length; i += GRAPH_ROWS_PER_STATEMENT) {
+    await insertGraphRows(db, uploadId, { entities: entityRows(graph, names, i, i + GRAPH_ROWS_PER_STATEMENT), edges: [] });
+    await between?.();
+  }
+  const edgeCount = graph.edges.length / 3;
+  for (let i = 0; i < edgeCount; i += GRAPH_ROWS_PER_STATEMENT) {
+    await insertGraphRows(db, uploadId, { entities: [], edges: edgeRows(graph, names, i, i + GRAPH_ROWS_PER_STATEMENT) });
+    await between?.();
+  }
+}
+
+/** After the last chunk of an upload is written by a writer that did not write its graph rows: statistics and graph recomputed. */
 export async function finishUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
   await refreshUploadIndex(tx, uploadId);
 }
 
+export { refreshUploadStatistics } from './search.repository.js';
+
 /** Removes an upload's chunks and every row derived from them (failed or repeated ingestion). */
 export { removeUploadIndex as deleteChunksOf, type ChunkToWrite } from './search.repository.js';
+
+/** The search tables and the columns their queries filter or join on (refreshPlannerStatistics). */
+const ANALYZED = [
+  'uploads',
+  'chunks (id, upload_id, chunk_index, lex_len)',
+  'chunk_vectors (chunk_id, upload_id)',
+  'chunk_vectors_staged (chunk_id, upload_id)',
+  'upload_index_stats',
+  'kg_entities (upload_id, name)',
+  'kg_mentions (chunk_id, upload_id)',
+  'kg_edges (upload_id)',
+];
 
 /**
  * PGlite has no autovacuum daemon, so nothing refreshes the planner's statistics: with the tables grown
@@ -40,7 +76,9 @@ export async function refreshPlannerStatistics(db: DbOrTx, chunksWritten: number
   if (kind === 'postgres') return;
   indexedSince += chunksWritten;
   if (analysedAt >= 0 && indexedSince < Math.max(200, analysedAt / 4)) return;
-  await db.execute(sql`analyze uploads, chunks, chunk_vectors, chunk_vectors_staged, upload_index_stats, kg_entities, kg_mentions, kg_edges`);
+  // one short statement a table, and only the columns queries filter or join on: statistics of the text,
+  // tsvector and array columns cost ~0.4 s at 6,000 chunks, one statement the whole app would wait behind
+  for (const target of ANALYZED) await db.execute(sql.raw(`analyze ${target}`));
   analysedAt += indexedSince + (analysedAt < 0 ? 1 : 0);
   indexedSince = 0;
 }

@@ -95,31 +95,79 @@ export async function insertMentions(tx: DbOrTx, uploadId: string, rows: Array<{
 }
 
 /**
- * Recomputes an upload's derived rows from its chunks and mentions, in three set-based statements:
- * BM25 statistics (chunks, Σ lex_len), entities (kind by priority, chunk count) and co-occurrence edges
- * (pairs among the EDGE_RANK most salient entities of each chunk; weight = chunks where both occur).
- * The statistics row takes a new version: copies of the upload's index held in memory (segments.ts)
- * are valid only at the version they were read at. Every change of chunks or mentions ends here.
+ * The order of entity kinds when one name is found as several: a name or an acronym before a quantity
+ * before a phrase, then by kind (a total order, as in graph.ts).
  */
-export async function refreshUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
-  await tx.execute(sql`
-    insert into upload_index_stats (upload_id, chunks, lex_len)
-    select ${uploadId}, count(*)::int, coalesce(sum(lex_len), 0) from chunks where upload_id = ${uploadId}
-    on conflict (upload_id) do update set chunks = excluded.chunks, lex_len = excluded.lex_len, version = nextval('upload_index_version')`);
-  await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId}`);
+const kindRank = (kind: SQL) => sql`(case ${kind} when 'phrase' then 2 when 'quantity' then 1 else 0 end, ${kind})`;
+
+/**
+ * The entities (kind by kindRank, chunk count) and co-occurrence edges (pairs among the EDGE_RANK most
+ * salient entities of each chunk, a before b in code point order: the "C" collation, whatever the
+ * database's; weight = chunks where both occur) of all the upload's chunks. graph.ts uploadGraph
+ * computes the same rows.
+ */
+async function insertGraphRowsFromMentions(tx: DbOrTx, uploadId: string): Promise<void> {
   await tx.execute(sql`
     insert into kg_entities (upload_id, name, kind, chunk_count)
-    select ${uploadId}, e.name, (array_agg(e.kind order by case e.kind when 'phrase' then 2 when 'quantity' then 1 else 0 end))[1], count(*)::int
+    select ${uploadId}, e.name, (array_agg(e.kind order by ${kindRank(sql`e.kind`)}))[1], count(*)::int
       from kg_mentions m cross join lateral unnest(m.names, m.kinds) as e(name, kind)
      where m.upload_id = ${uploadId} group by e.name`);
-  await tx.execute(sql`delete from kg_edges where upload_id = ${uploadId}`);
   await tx.execute(sql`
     insert into kg_edges (upload_id, a, b, weight)
     select ${uploadId}, p.a, p.b, count(*)::int
       from kg_mentions m cross join lateral (
-             select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2) p
+             select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2 collate "C") p
      where m.upload_id = ${uploadId}
      group by p.a, p.b`);
+}
+
+/**
+ * Ingestion: a slice of the upload's graph rows, computed in its sandbox (graph.ts uploadGraph, the
+ * same rows as insertGraphRowsFromMentions), in two plain inserts of arrays. A large file's graph is written in many
+ * such short statements: the embedded engine runs one statement at a time for the whole app, and one
+ * statement for the graph of a 10 MB file held it ~4 s.
+ */
+export async function insertGraphRows(
+  tx: DbOrTx,
+  uploadId: string,
+  rows: { entities: ReadonlyArray<readonly [string, string, number]>; edges: ReadonlyArray<readonly [string, string, number]> },
+): Promise<void> {
+  const { entities, edges } = rows;
+  if (entities.length > 0) {
+    await tx.execute(sql`
+      insert into kg_entities (upload_id, name, kind, chunk_count)
+      select ${uploadId}, e.name, e.kind, e.n
+        from unnest(${textArray(entities.map((e) => e[0]))}::text[], ${textArray(entities.map((e) => e[1]))}::text[], ${intArray(entities.map((e) => e[2]))}::int[]) as e(name, kind, n)`);
+  }
+  if (edges.length > 0) {
+    await tx.execute(sql`
+      insert into kg_edges (upload_id, a, b, weight)
+      select ${uploadId}, e.a, e.b, e.w
+        from unnest(${textArray(edges.map((e) => e[0]))}::text[], ${textArray(edges.map((e) => e[1]))}::text[], ${intArray(edges.map((e) => e[2]))}::int[]) as e(a, b, w)`);
+  }
+}
+
+/**
+ * The upload's BM25 statistics (chunks, Σ lex_len), recounted, with a new version: copies of the upload's
+ * index held in memory (segments.ts) are valid only at the version they were read at. Every change of an
+ * upload's chunks, mentions or graph rows ends here, in the same transaction.
+ */
+export async function refreshUploadStatistics(tx: DbOrTx, uploadId: string): Promise<void> {
+  await tx.execute(sql`
+    insert into upload_index_stats (upload_id, chunks, lex_len)
+    select ${uploadId}, count(*)::int, coalesce(sum(lex_len), 0) from chunks where upload_id = ${uploadId}
+    on conflict (upload_id) do update set chunks = excluded.chunks, lex_len = excluded.lex_len, version = nextval('upload_index_version')`);
+}
+
+/**
+ * Recomputes an upload's derived rows from all its chunks and mentions (a chunk edit, regraph): the
+ * statistics with a new version, then the entities and edges from scratch.
+ */
+export async function refreshUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
+  await refreshUploadStatistics(tx, uploadId);
+  await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId}`);
+  await tx.execute(sql`delete from kg_edges where upload_id = ${uploadId}`);
+  await insertGraphRowsFromMentions(tx, uploadId);
 }
 
 export interface ChunkRecord {

@@ -6,7 +6,7 @@ import { BlobNotFoundError, type BlobStorage } from '../../../providers/storage/
 import type { Clock } from '../../../shared/clock.js';
 import { newId } from '../../../shared/ids.js';
 import { activateUpload, findUploadById, lockUploadStatus, markIngestError, setIngestProgress } from '../uploads.repository.js';
-import { deleteChunksOf, finishUploadIndex, refreshPlannerStatistics, writeIndexedChunks, type ChunkToWrite } from '../../search/indexing.js';
+import { deleteChunksOf, refreshPlannerStatistics, refreshUploadStatistics, writeIndexedChunks, writeUploadGraph, type ChunkToWrite } from '../../search/indexing.js';
 import { readEmbedderState, recordEmbedderIfAbsent } from '../../search/search.repository.js';
 import { packVector } from '../../search/vectors.js';
 import { LocalEmbedder } from '../../../providers/embeddings/local.js';
@@ -226,6 +226,11 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
         await yieldToEventLoop();
         await progress('indexing', 90 + (9 * end) / rows.length);
       }
+      // the file's entities and edges (computed in the sandbox), also ahead and in short statements
+      await writeUploadGraph(db, uploadId, doc.graph, async () => {
+        checkAbort();
+        await yieldToEventLoop();
+      });
       tail = rows.slice(cut);
     }
     const activated = await db.transaction(async (tx) => {
@@ -240,7 +245,8 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       if (state && (state.id !== embedder.id || state.dimensions !== embedder.dimensions)) throw new IngestFailure(EMBEDDER_CHANGED_MESSAGE);
       if (!staged) await deleteChunksOf(tx, uploadId); // leftovers of an attempt that died mid-way
       for (let i = 0; i < tail.length; i += INSERT_BATCH_ROWS) await writeIndexedChunks(tx, uploadId, tail.slice(i, i + INSERT_BATCH_ROWS), clock.now());
-      await finishUploadIndex(tx, uploadId); // search statistics and knowledge graph of the upload
+      if (!staged) await writeUploadGraph(tx, uploadId, doc.graph); // the knowledge graph of the upload
+      await refreshUploadStatistics(tx, uploadId); // its search statistics, with a new version
       await activateUpload(tx, uploadId, { chunkCount: rows.length, textTokens, pages, embeddingModel: embedder.id }, clock.now());
       return true;
     });

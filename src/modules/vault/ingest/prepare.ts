@@ -5,7 +5,7 @@
  * at most that process's heap and time budget.
  */
 import { LocalEmbedder } from '../../../providers/embeddings/local.js';
-import { extractEntities, type Mention } from '../../search/graph.js';
+import { extractEntities, uploadGraph, type Mention, type UploadGraph } from '../../search/graph.js';
 import { chunkText } from './chunker.js';
 import { loadEncoding } from '../../../providers/llm/tokens.js';
 import { extractText, type ExtractLimits, type Format } from './extract.js';
@@ -32,6 +32,8 @@ export interface PreparedDocument {
   format: Format;
   pages: number | null;
   chunks: PreparedChunk[];
+  /** The file's knowledge-graph entities and edges, from its chunks' mentions. */
+  graph: UploadGraph;
   /** chunks.length × dimensions numbers, row by row, when the task asked for local embeddings. */
   vectors?: Float64Array;
   /** Id of the embedder that made `vectors`. */
@@ -54,8 +56,9 @@ export async function prepareDocument(task: PrepareTask): Promise<PreparedDocume
   const pieces = chunkText(doc.text);
   const chunk = lap();
   const chunks: PreparedChunk[] = pieces.map((c) => ({ index: c.index, text: c.text, heading: c.heading ?? null, tokens: c.tokens, mentions: extractEntities(c.text) }));
+  const graph = uploadGraph(chunks.map((c) => c.mentions));
   const entities = lap();
-  const result: PreparedDocument = { format: doc.format, pages: doc.pages ?? null, chunks, timings: { extract, chunk, entities } };
+  const result: PreparedDocument = { format: doc.format, pages: doc.pages ?? null, chunks, graph, timings: { extract, chunk, entities } };
   if (task.localEmbedDimensions !== undefined && chunks.length > 0) {
     const embedder = new LocalEmbedder(task.localEmbedDimensions);
     const dims = embedder.dimensions;
