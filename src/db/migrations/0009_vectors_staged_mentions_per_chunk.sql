@@ -42,5 +42,6 @@ CREATE INDEX "chunk_vectors_upload_idx" ON "chunk_vectors" USING btree ("upload_
 CREATE INDEX "chunk_vectors_staged_upload_idx" ON "chunk_vectors_staged" USING btree ("upload_id");--> statement-breakpoint
 CREATE INDEX "kg_mentions_upload_idx" ON "kg_mentions" USING btree ("upload_id");--> statement-breakpoint
 DROP TABLE "kg_mentions_old" CASCADE;--> statement-breakpoint
-DROP INDEX "chunks_embedding_hnsw";--> statement-breakpoint
+-- absent after a re-embed that stopped half-way (it drops the index first)
+DROP INDEX IF EXISTS "chunks_embedding_hnsw";--> statement-breakpoint
 ALTER TABLE "chunks" DROP COLUMN "embedding";

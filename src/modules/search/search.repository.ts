@@ -208,8 +208,9 @@ export async function replaceChunkText(
   if (delta !== 0) {
     await tx.execute(sql`update uploads set text_tokens = greatest(text_tokens + ${delta}, 0), updated_at = ${now.toISOString()} where id = ${old.upload_id}`);
   }
-  // the staged row first: a drain moving it holds it, and waiting for that drain here (before touching
-  // chunk_vectors) cannot deadlock with its insert into chunk_vectors; then the new vector wins
+  // The chunk row is locked (for update, above): a drain skips the chunk from then on (drainStagedVectors),
+  // and one that took it before holds a key-share lock on it, so the lock above waited for that drain to
+  // commit. Either way the staged row is gone or free here, and the new vector wins.
   await tx.execute(sql`delete from chunk_vectors_staged where chunk_id = ${chunkId}`);
   await tx.execute(sql`
     insert into chunk_vectors (chunk_id, upload_id, embedding) values (${chunkId}, ${old.upload_id}, ${vectorParam(vector)})
@@ -495,6 +496,15 @@ export async function lockEmbedderChanges(tx: DbOrTx): Promise<void> {
   await tx.execute(sql`select pg_advisory_xact_lock(hashtext('vault-embedder'))`);
 }
 
+/**
+ * Inside a transaction that changes the vector tables' index or columns: both tables locked at once, in
+ * the order a drain's statement takes them (staged, then chunk_vectors), before anything else touches
+ * them, so that the two cannot deadlock (PostgreSQL).
+ */
+export async function lockVectorTables(tx: DbOrTx): Promise<void> {
+  await tx.execute(sql`lock table chunk_vectors_staged, chunk_vectors in access exclusive mode`);
+}
+
 export async function dropEmbeddingIndex(tx: DbOrTx): Promise<void> {
   await tx.execute(sql`drop index if exists chunk_vectors_hnsw`);
 }
@@ -506,6 +516,7 @@ export async function createEmbeddingIndex(db: DbOrTx): Promise<void> {
 /** Removes every vector and changes the columns' dimension (vectors of two sizes cannot share them). */
 export async function resizeEmbeddingColumn(tx: DbOrTx, dimensions: number): Promise<void> {
   if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > 16000) throw new Error(`Invalid embedding dimension ${dimensions}`);
+  await lockVectorTables(tx);
   await tx.execute(sql`delete from chunk_vectors`);
   await tx.execute(sql`delete from chunk_vectors_staged`);
   await tx.execute(sql.raw(`alter table chunk_vectors alter column embedding type vector(${dimensions})`));
@@ -529,10 +540,13 @@ export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string
     sql`, `,
   );
   await db.execute(sql`delete from chunk_vectors_staged where chunk_id = any(${textArray(rows.map((r) => r.id))}::text[])`);
+  // the chunk rows locked for key share as they are read: a chunk whose file is being deleted meanwhile is
+  // waited for and then left out, instead of failing the foreign-key check (and the whole re-embed)
   await db.execute(sql`
     insert into chunk_vectors (chunk_id, upload_id, embedding)
-    select c.id, c.upload_id, ${unpacked(sql`p.a`)}
-      from (values ${values}) as v(id, emb) join chunks c on c.id = v.id cross join lateral (select v.emb::int[] as a) p
+    select x.id, x.upload_id, ${unpacked(sql`p.a`)}
+      from (select c.id, c.upload_id, v.emb from (values ${values}) as v(id, emb) join chunks c on c.id = v.id for key share of c) x
+      cross join lateral (select x.emb::int[] as a) p
     on conflict (chunk_id) do update set embedding = excluded.embedding`);
 }
 
@@ -540,13 +554,22 @@ export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string
  * Moves up to `limit` staged vectors (oldest chunks first) into chunk_vectors, paying their HNSW inserts;
  * returns how many left the staging table. A vector written to chunk_vectors meanwhile (a chunk edit, a
  * re-embed) is newer and stays. Several nodes may drain at once: each takes rows no other one holds.
+ * Locks, taken up front and skipped when held by another transaction, so that no order of events can
+ * deadlock (PostgreSQL; PGlite runs one statement at a time): the staged row (for update) and its chunk
+ * row (for key share, what the insert's foreign-key check needs anyway). A chunk being edited (for update)
+ * or deleted (its file removed) is left for a later batch; an edit or delete that comes after waits for
+ * this statement's transaction instead of meeting it halfway.
  */
 export async function drainStagedVectors(db: DbOrTx, limit: number): Promise<number> {
   const [row] = await rowsOf<{ n: number }>(
     db,
-    sql`with moved as (
-          delete from chunk_vectors_staged
-           where chunk_id in (select chunk_id from chunk_vectors_staged order by chunk_id limit ${limit} for update skip locked)
+    sql`with taken as (
+          select s.chunk_id from chunk_vectors_staged s join chunks c on c.id = s.chunk_id
+           order by s.chunk_id limit ${limit}
+             for update of s skip locked
+             for key share of c skip locked),
+        moved as (
+          delete from chunk_vectors_staged where chunk_id in (select chunk_id from taken)
           returning chunk_id, upload_id, embedding),
         kept as (
           insert into chunk_vectors (chunk_id, upload_id, embedding) select chunk_id, upload_id, embedding from moved

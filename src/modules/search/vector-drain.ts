@@ -16,11 +16,18 @@ export interface VectorDrainOptions {
    * this many staged vectors it drains anyway, so the exact part of every search stays bounded.
    */
   backlogCap: number;
-  /** PGlite has no autovacuum: the staging table is vacuumed here each time it has been emptied. */
+  /**
+   * PGlite has no autovacuum: each time the staging table has been emptied after moving at least
+   * MAINTAIN_AFTER vectors, it is vacuumed here and chunk_vectors' planner statistics are refreshed.
+   */
   vacuum: boolean;
 }
 
 export const DEFAULT_VECTOR_DRAIN: Omit<VectorDrainOptions, 'vacuum'> = { batch: 8, idleMs: 1000, backlogCap: 20_000 };
+
+const MAINTAIN_AFTER = 200;
+/** While held, the backlog is counted at most this often (a count reads the whole staging table); in between it is estimated. */
+const RECOUNT_MS = 1000;
 
 /**
  * Moves staged vectors (written by ingestion into chunk_vectors_staged) into the HNSW index, in small
@@ -35,6 +42,9 @@ export class VectorDrain {
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
   private movedSinceVacuum = 0;
+  /** Staged vectors at the last count, less what was moved since. */
+  private backlog = 0;
+  private countedAt = Number.NEGATIVE_INFINITY;
   /** Vectors this node moved into the index since it started. */
   moved = 0;
 
@@ -84,23 +94,36 @@ export class VectorDrain {
     });
   }
 
+  /** Whether the backlog is under the cap (only asked while held): recounted at most every RECOUNT_MS. */
+  private async underCap(): Promise<boolean> {
+    if (performance.now() - this.countedAt >= RECOUNT_MS) {
+      this.backlog = await countStagedVectors(this.db);
+      this.countedAt = performance.now();
+    }
+    return this.backlog < this.options.backlogCap;
+  }
+
   private async run(): Promise<void> {
     while (this.running) {
       try {
-        if (this.holds > 0 && (await countStagedVectors(this.db)) < this.options.backlogCap) {
-          await this.sleep(250);
+        if (this.holds > 0 && (await this.underCap())) {
+          if (this.running) await this.sleep(250);
           continue;
         }
         const moved = await drainStagedVectors(this.db, this.options.batch);
+        if (!this.running) break;
         if (moved === 0) {
-          if (this.options.vacuum && this.movedSinceVacuum > 0) {
+          if (this.options.vacuum && this.movedSinceVacuum >= MAINTAIN_AFTER) {
             this.movedSinceVacuum = 0;
             await this.db.execute(sql`vacuum chunk_vectors_staged`);
+            await this.db.execute(sql`analyze chunk_vectors (chunk_id, upload_id)`);
+            if (!this.running) break;
           }
           await this.sleep(this.options.idleMs);
           continue;
         }
         this.moved += moved;
+        this.backlog -= moved;
         this.movedSinceVacuum += moved;
         // a turn of the event loop between statements: queries of requests get their turn in the engine
         await new Promise<void>((resolve) => setImmediate(resolve));

@@ -9,6 +9,7 @@ import {
   dropEmbeddingIndex,
   embeddingColumnDimensions,
   lockEmbedderChanges,
+  lockVectorTables,
   readEmbedderState,
   resizeEmbeddingColumn,
   setEmbeddingModelOfIndexedUploads,
@@ -63,6 +64,7 @@ export async function reembedAll(ctx: ReembedContext, options: { onProgress?: (d
   await writeEmbedderState(db, { id: embedder.id, dimensions: embedder.dimensions, complete: false }, clock.now());
   await db.transaction(async (tx) => {
     await lockEmbedderChanges(tx);
+    await lockVectorTables(tx);
     await dropEmbeddingIndex(tx);
     if (resized) await resizeEmbeddingColumn(tx, embedder.dimensions);
   });
@@ -129,6 +131,7 @@ export async function checkEmbedder(ctx: ReembedContext & { providers: { readonl
     if (chunks === 0) {
       // no vector to keep apart: adopt the configured embedder, sizing the empty column for it
       if ((await embeddingColumnDimensions(tx)) !== embedder.dimensions) {
+        await lockVectorTables(tx);
         await dropEmbeddingIndex(tx);
         await resizeEmbeddingColumn(tx, embedder.dimensions);
       }
