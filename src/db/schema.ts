@@ -310,21 +310,24 @@ export const chunks = pgTable(
   ],
 );
 
+/** The columns of both vector tables: a chunk's vector and, for the scope filter of a search, its upload. */
+const chunkVectorColumns = () => ({
+  chunkId: text('chunk_id')
+    .primaryKey()
+    .references(() => chunks.id, { onDelete: 'cascade' }),
+  uploadId: text('upload_id').notNull(),
+  embedding: vector('embedding', { dimensions: DEFAULT_EMBEDDING_DIMENSIONS }).notNull(),
+});
+
 /**
  * Each chunk's vector, in the table the HNSW index covers. Ingestion does not write here: it stages the
- * vectors (chunk_vectors_staged) and a background drain moves them in small batches (search/vectors.ts),
+ * vectors (chunk_vectors_staged) and a background drain moves them in small batches (search/vector-drain.ts),
  * because an incremental HNSW insert costs 3–7 ms a row on the embedded engine. A chunk edit and a
- * re-embed write here directly. `upload_id` is the chunk's, kept here for the scope filter of a search.
+ * re-embed write here directly.
  */
 export const chunkVectors = pgTable(
   'chunk_vectors',
-  {
-    chunkId: text('chunk_id')
-      .primaryKey()
-      .references(() => chunks.id, { onDelete: 'cascade' }),
-    uploadId: text('upload_id').notNull(),
-    embedding: vector('embedding', { dimensions: DEFAULT_EMBEDDING_DIMENSIONS }).notNull(),
-  },
+  chunkVectorColumns(),
   (t) => [index('chunk_vectors_hnsw').using('hnsw', t.embedding.op('vector_cosine_ops')), index('chunk_vectors_upload_idx').on(t.uploadId)],
 );
 
@@ -333,17 +336,7 @@ export const chunkVectors = pgTable(
  * staged vector of its scope exactly, so a file is fully searchable as soon as it is active; a chunk's
  * vector is in exactly one of the two tables.
  */
-export const chunkVectorsStaged = pgTable(
-  'chunk_vectors_staged',
-  {
-    chunkId: text('chunk_id')
-      .primaryKey()
-      .references(() => chunks.id, { onDelete: 'cascade' }),
-    uploadId: text('upload_id').notNull(),
-    embedding: vector('embedding', { dimensions: DEFAULT_EMBEDDING_DIMENSIONS }).notNull(),
-  },
-  (t) => [index('chunk_vectors_staged_upload_idx').on(t.uploadId)],
-);
+export const chunkVectorsStaged = pgTable('chunk_vectors_staged', chunkVectorColumns(), (t) => [index('chunk_vectors_staged_upload_idx').on(t.uploadId)]);
 
 // ───────────────────────────── platform ─────────────────────────────
 

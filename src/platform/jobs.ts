@@ -5,6 +5,7 @@ import { rowsOf, type Db, type DbOrTx } from '../db/client.js';
 import { toDate } from '../db/values.js';
 import { systemClock, type Clock } from '../shared/clock.js';
 import { newId } from '../shared/ids.js';
+import { Sleeper } from '../shared/sleeper.js';
 
 /**
  * A durable job queue on the `jobs` table.
@@ -201,8 +202,7 @@ export class Worker {
   private running = false;
   private stopping = false;
   private loopDone: Promise<void> = Promise.resolve();
-  private wake: (() => void) | null = null;
-  private woken = false;
+  private readonly sleeper = new Sleeper();
   private current: { job: Job; abort: AbortController } | null = null;
   private lastSweep = 0;
 
@@ -250,29 +250,11 @@ export class Worker {
     this.running = false;
   }
 
-  private readonly onWake = () => {
-    const w = this.wake;
-    this.wake = null;
-    if (w) w();
-    else this.woken = true; // arrived while claiming or running: the next sleep returns at once
-  };
+  // a wake-up that arrives while claiming or running makes the next sleep return at once
+  private readonly onWake = () => this.sleeper.wake();
 
   private sleep(ms: number): Promise<void> {
-    if (this.woken || this.stopping) {
-      this.woken = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.wake = null;
-        resolve();
-      }, ms);
-      timer.unref();
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+    return this.stopping ? Promise.resolve() : this.sleeper.sleep(ms);
   }
 
   private async loop(): Promise<void> {

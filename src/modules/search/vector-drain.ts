@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../../db/client.js';
+import { Sleeper } from '../../shared/sleeper.js';
 import { countStagedVectors, drainStagedVectors } from './search.repository.js';
 
 export interface VectorDrainOptions {
@@ -40,7 +41,7 @@ export class VectorDrain {
   private holds = 0;
   private running = false;
   private loop: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
+  private readonly sleeper = new Sleeper();
   private movedSinceVacuum = 0;
   /** Staged vectors at the last count, less what was moved since. */
   private backlog = 0;
@@ -62,7 +63,7 @@ export class VectorDrain {
 
   async stop(): Promise<void> {
     this.running = false;
-    this.wake?.();
+    this.sleeper.wake();
     await this.loop;
     this.loop = undefined;
   }
@@ -75,23 +76,12 @@ export class VectorDrain {
       if (released) return;
       released = true;
       this.holds--;
-      this.wake?.();
+      this.sleeper.wake();
     };
   }
 
   private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.wake = undefined;
-        resolve();
-      }, ms);
-      timer.unref();
-      this.wake = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        resolve();
-      };
-    });
+    return this.running ? this.sleeper.sleep(ms) : Promise.resolve();
   }
 
   /** Whether the backlog is under the cap (only asked while held): recounted at most every RECOUNT_MS. */
@@ -107,7 +97,7 @@ export class VectorDrain {
     while (this.running) {
       try {
         if (this.holds > 0 && (await this.underCap())) {
-          if (this.running) await this.sleep(250);
+          await this.sleep(250);
           continue;
         }
         const moved = await drainStagedVectors(this.db, this.options.batch);
