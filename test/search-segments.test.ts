@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks, writeUploadGraph } from '../src/modules/search/indexing.js';
 import { compareCodePoints, edgeRows, entityRows, graphNames, uploadGraph, type EntityKind, type Mention } from '../src/modules/search/graph.js';
-import { denseSearch, drainStagedVectors, textArray } from '../src/modules/search/search.repository.js';
+import { denseSearch, drainStagedVectors, refreshUploadIndex, replaceChunkText, textArray } from '../src/modules/search/search.repository.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
 import { allowedOf, bm25, entityScores, hashKey, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK, type Allowed } from '../src/modules/search/segments.js';
 import { bySimilarity, similarity, TrigramDictionary, trigrams } from '../src/modules/search/trigrams.js';
@@ -457,4 +457,41 @@ test('code point order is the "C" collation\'s, not UTF-16 code unit order', asy
   assert.deepEqual([...words].sort(compareCodePoints), row!.w);
   // UTF-16 order differs here: a surrogate pair sorts before U+E000 there
   assert.notDeepEqual([...words].sort(), row!.w);
+});
+
+test('a chunk edit recomputes only the graph rows its old and new entities touch, and they equal a full recompute', async () => {
+  const db = database.db;
+  const w = await makeWorld(database);
+  const id = newId();
+  await insertUpload(db, { id, originalname: 'e.txt', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: w.userA1.id, accountId: w.accountA.id, status: 'processing', storageKey: id, sha256: id });
+  const pool = ['wing', 'Wing', 'flutter', 'NASA', 'nasa', 'é', 'e', '\u{1F600} face', '\uFFFD mark', '10 km', 'boundary layer', 'shock', 'panel', 'x'];
+  const kinds: EntityKind[] = ['name', 'acronym', 'quantity', 'phrase'];
+  let seed = 5;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const randomMentions = (): Mention[] =>
+    [...new Set(Array.from({ length: 2 + Math.floor(next() * 12) }, () => pool[Math.floor(next() * pool.length)]!))].map((name, i) => ({
+      name,
+      kind: kinds[Math.floor(next() * kinds.length)]!,
+      tf: 1 + Math.floor(next() * 3),
+      rank: i + 1,
+    }));
+  const vector = packVector([1].concat(new Array(383).fill(0)), 384);
+  const rows = Array.from({ length: 30 }, (_, i) => ({ id: newId(), index: i, text: `chunk ${i}`, heading: null, tokens: 2, mentions: randomMentions(), embedding: vector }));
+  await writeIndexedChunks(db, id, rows, new Date());
+  await finishUploadIndex(db, id);
+  const graphRows = async () => ({
+    entities: (await rowsOf(db, sql`select name, kind, chunk_count from kg_entities where upload_id = ${id} order by name collate "C"`)).map((r) => JSON.stringify(r)),
+    edges: (await rowsOf(db, sql`select a, b, weight from kg_edges where upload_id = ${id} order by a collate "C", b collate "C"`)).map((r) => JSON.stringify(r)),
+  });
+  for (let edit = 0; edit < 12; edit++) {
+    const chunk = rows[Math.floor(next() * rows.length)]!;
+    // some edits remove every entity of the chunk, some bring names no other chunk has
+    const mentions = edit % 4 === 3 ? [] : edit % 4 === 2 ? [{ name: `only-here-${edit}`, kind: 'phrase' as const, tf: 1, rank: 1 }, ...randomMentions().map((m) => ({ ...m, rank: m.rank + 1 }))] : randomMentions();
+    await db.transaction((tx) => replaceChunkText(tx, chunk.id, `edited ${edit}`, 2, vector, mentions, new Date()));
+    const incremental = await graphRows();
+    await refreshUploadIndex(db, id);
+    assert.deepEqual(incremental, await graphRows(), `after edit ${edit}`);
+  }
+  assert.ok((await graphRows()).edges.length > 10);
+  await db.execute(sql`delete from uploads where id = ${id}`);
 });

@@ -2,7 +2,7 @@ import { eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { chunks, chunkVectors, chunkVectorsStaged, systemState, uploads } from '../../db/schema.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
-import { EDGE_RANK, type Mention } from './graph.js';
+import { compareCodePoints, EDGE_RANK, type Mention } from './graph.js';
 import { unpacked, vectorParam, type PackedVector } from './vectors.js';
 
 /**
@@ -159,9 +159,47 @@ export async function refreshUploadStatistics(tx: DbOrTx, uploadId: string): Pro
     on conflict (upload_id) do update set chunks = excluded.chunks, lex_len = excluded.lex_len, version = nextval('upload_index_version')`);
 }
 
+/** The co-occurrence pairs of one chunk's entities (in rank order), each as [a, b] with a before b in code point order. */
+function chunkPairs(names: readonly string[]): Array<[string, string]> {
+  const top = names.slice(0, EDGE_RANK);
+  const pairs: Array<[string, string]> = [];
+  for (const a of top) for (const b of top) if (compareCodePoints(a, b) < 0) pairs.push([a, b]);
+  return pairs;
+}
+
 /**
- * Recomputes an upload's derived rows from all its chunks and mentions (a chunk edit, regraph): the
- * statistics with a new version, then the entities and edges from scratch.
+ * A chunk edit: the graph rows its old and new entities touch (their entities, and the edges among the
+ * first EDGE_RANK of either), recomputed from the upload's stored mentions by the formulas of
+ * insertGraphRowsFromMentions restricted to them; the rest of the upload's graph cannot have changed. A
+ * 6,000-chunk file's whole graph takes seconds to recompute, in a transaction every query waits behind
+ * on the embedded engine; this reads its mentions once.
+ */
+async function refreshGraphRowsOf(tx: DbOrTx, uploadId: string, oldNames: readonly string[], newNames: readonly string[]): Promise<void> {
+  const names = textArray([...new Set([...oldNames, ...newNames])]);
+  const pairs = [...new Map([...chunkPairs(oldNames), ...chunkPairs(newNames)].map((p) => [`${p[0]}\u0000${p[1]}`, p])).values()];
+  const as = textArray(pairs.map((p) => p[0]));
+  const bs = textArray(pairs.map((p) => p[1]));
+  await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId} and name = any(${names}::text[])`);
+  await tx.execute(sql`
+    insert into kg_entities (upload_id, name, kind, chunk_count)
+    select ${uploadId}, e.name, (array_agg(e.kind order by ${kindRank(sql`e.kind`)}))[1], count(*)::int
+      from kg_mentions m cross join lateral unnest(m.names, m.kinds) as e(name, kind)
+     where m.upload_id = ${uploadId} and e.name = any(${names}::text[]) group by e.name`);
+  if (pairs.length === 0) return;
+  await tx.execute(sql`
+    delete from kg_edges where upload_id = ${uploadId} and (a, b) in (select * from unnest(${as}::text[], ${bs}::text[]))`);
+  await tx.execute(sql`
+    insert into kg_edges (upload_id, a, b, weight)
+    select ${uploadId}, p.a, p.b, count(*)::int
+      from kg_mentions m cross join lateral (
+             select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2 collate "C") p
+     where m.upload_id = ${uploadId} and (p.a, p.b) in (select * from unnest(${as}::text[], ${bs}::text[]))
+     group by p.a, p.b`);
+}
+
+/**
+ * Recomputes an upload's derived rows from all its chunks and mentions (regraph): the statistics with a
+ * new version, then the entities and edges from scratch.
  */
 export async function refreshUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
   await refreshUploadStatistics(tx, uploadId);
@@ -181,7 +219,8 @@ export interface ChunkRecord {
 /**
  * Saves new text with its token count, vector (into chunk_vectors, replacing a staged one), full-text index, BM25 length
  * and entity mentions, moves the upload's text_tokens by the difference and recomputes the upload's
- * derived rows. Run inside a transaction: all of it changes together.
+ * statistics and the graph rows the chunk's old and new entities touch. Run inside a transaction: all
+ * of it changes together.
  */
 export async function replaceChunkText(
   tx: DbOrTx,
@@ -215,9 +254,12 @@ export async function replaceChunkText(
   await tx.execute(sql`
     insert into chunk_vectors (chunk_id, upload_id, embedding) values (${chunkId}, ${old.upload_id}, ${vectorParam(vector)})
     on conflict (chunk_id) do update set embedding = excluded.embedding`);
+  const [before] = await rowsOf<{ names: string[] }>(tx, sql`select names from kg_mentions where chunk_id = ${chunkId}`);
   await tx.execute(sql`delete from kg_mentions where chunk_id = ${chunkId}`);
   await insertMentions(tx, old.upload_id, [{ chunkId, mentions }]);
-  await refreshUploadIndex(tx, old.upload_id);
+  await refreshUploadStatistics(tx, old.upload_id);
+  const after = [...mentions].sort((a, b) => a.rank - b.rank).map((m) => m.name);
+  await refreshGraphRowsOf(tx, old.upload_id, before?.names ?? [], after);
   return row ? { id: row.id, uploadId: row.upload_id, index: Number(row.chunk_index), text: row.text, tokens: Number(row.tokens) } : undefined;
 }
 
