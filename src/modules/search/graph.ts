@@ -205,6 +205,17 @@ export function compareCodePoints(a: string, b: string): number {
   return a.length - b.length;
 }
 
+/**
+ * The co-occurrence pairs of one chunk's entities (names in rank order): each pair among the first
+ * EDGE_RANK, once, as [a, b] with a before b in code point order.
+ */
+export function edgePairs(names: readonly string[]): Array<[string, string]> {
+  const top = names.slice(0, EDGE_RANK);
+  const pairs: Array<[string, string]> = [];
+  for (const a of top) for (const b of top) if (compareCodePoints(a, b) < 0) pairs.push([a, b]);
+  return pairs;
+}
+
 /** The entity kinds in the order of UploadGraph.kinds' codes. */
 export const ENTITY_KINDS: readonly EntityKind[] = ['name', 'acronym', 'quantity', 'phrase'];
 
@@ -241,7 +252,6 @@ export function uploadGraph(chunks: ReadonlyArray<readonly Mention[]>): UploadGr
   const pairs: number[] = [];
   for (const mentions of chunks) {
     const ranked = [...mentions].sort((x, y) => x.rank - y.rank);
-    const top: number[] = [];
     for (const m of ranked) {
       let at = index.get(m.name);
       if (at === undefined) {
@@ -254,21 +264,15 @@ export function uploadGraph(chunks: ReadonlyArray<readonly Mention[]>): UploadGr
         counts[at]!++;
         if (preferredKind(m.kind, kinds[at]!) < 0) kinds[at] = m.kind;
       }
-      if (top.length < EDGE_RANK) top.push(at);
     }
-    for (let i = 0; i < top.length; i++) {
-      for (let j = 0; j < top.length; j++) {
-        const a = top[i]!;
-        const b = top[j]!;
-        if (compareCodePoints(names[a]!, names[b]!) >= 0) continue;
-        // a pair of entity indices as one number: exact while there are fewer than 2^26 entities
-        const key = a * 67_108_864 + b;
-        const w = weights.get(key);
-        if (w === undefined) {
-          weights.set(key, 1);
-          pairs.push(key);
-        } else weights.set(key, w + 1);
-      }
+    for (const [a, b] of edgePairs(ranked.map((m) => m.name))) {
+      // a pair of entity indices as one number: exact while there are fewer than 2^26 entities
+      const key = index.get(a)! * 67_108_864 + index.get(b)!;
+      const w = weights.get(key);
+      if (w === undefined) {
+        weights.set(key, 1);
+        pairs.push(key);
+      } else weights.set(key, w + 1);
     }
   }
   const edges = new Uint32Array(pairs.length * 3);

@@ -2,7 +2,7 @@ import { eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { chunks, chunkVectors, chunkVectorsStaged, systemState, uploads } from '../../db/schema.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
-import { compareCodePoints, EDGE_RANK, type Mention } from './graph.js';
+import { EDGE_RANK, edgePairs, type Mention } from './graph.js';
 import { unpacked, vectorParam, type PackedVector } from './vectors.js';
 
 /**
@@ -15,6 +15,9 @@ import { unpacked, vectorParam, type PackedVector } from './vectors.js';
  * A chunk's vector is in chunk_vectors (under the HNSW index) or, from ingestion until the background
  * drain moves it, in chunk_vectors_staged (compared exactly by every search): never in both.
  */
+
+/** A chunk's BM25 length from its tsvector: its lexemes counted with repetition (a lexeme without positions counts once). */
+const lexLength = (tsv: SQL) => sql`(select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(${tsv}) t)::int`;
 
 /** A Postgres text[] literal (ids and entity names are passed as one array parameter). */
 export function textArray(values: readonly string[]): string {
@@ -66,7 +69,7 @@ export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: Chunk
     written as (
       insert into chunks (id, upload_id, chunk_index, text, heading, tokens, tsv, lex_len, created_at, updated_at)
       select v.id, ${uploadId}, v.idx::int, v.text, v.heading, v.tokens::int, x.tsv,
-             (select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(x.tsv) t)::int,
+             ${lexLength(sql`x.tsv`)},
              ${at}::timestamptz, ${at}::timestamptz
         from v cross join lateral (select to_tsvector('english', v.text) as tsv) x)
     insert into chunk_vectors_staged (chunk_id, upload_id, embedding)
@@ -103,23 +106,31 @@ const kindRank = (kind: SQL) => sql`(case ${kind} when 'phrase' then 2 when 'qua
 /**
  * The entities (kind by kindRank, chunk count) and co-occurrence edges (pairs among the EDGE_RANK most
  * salient entities of each chunk, a before b in code point order: the "C" collation, whatever the
- * database's; weight = chunks where both occur) of all the upload's chunks. graph.ts uploadGraph
- * computes the same rows.
+ * database's; weight = chunks where both occur) of all the upload's chunks, from its stored mentions;
+ * graph.ts uploadGraph computes the same rows. `only`: just these entities and these edges (the rows a
+ * chunk edit touches), by the same formulas.
  */
-async function insertGraphRowsFromMentions(tx: DbOrTx, uploadId: string): Promise<void> {
+async function insertGraphRowsFromMentions(tx: DbOrTx, uploadId: string, only?: { names: readonly string[]; pairs: ReadonlyArray<readonly [string, string]> }): Promise<void> {
+  const names = only ? sql`and e.name = any(${textArray(only.names)}::text[])` : sql``;
   await tx.execute(sql`
     insert into kg_entities (upload_id, name, kind, chunk_count)
     select ${uploadId}, e.name, (array_agg(e.kind order by ${kindRank(sql`e.kind`)}))[1], count(*)::int
       from kg_mentions m cross join lateral unnest(m.names, m.kinds) as e(name, kind)
-     where m.upload_id = ${uploadId} group by e.name`);
+     where m.upload_id = ${uploadId} ${names} group by e.name`);
+  if (only?.pairs.length === 0) return;
+  const pairs = only ? sql`and (p.a, p.b) in (${pairList(only.pairs)})` : sql``;
   await tx.execute(sql`
     insert into kg_edges (upload_id, a, b, weight)
     select ${uploadId}, p.a, p.b, count(*)::int
       from kg_mentions m cross join lateral (
              select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2 collate "C") p
-     where m.upload_id = ${uploadId}
+     where m.upload_id = ${uploadId} ${pairs}
      group by p.a, p.b`);
 }
+
+/** Pairs of names as a set-returning subquery (a, b). */
+const pairList = (pairs: ReadonlyArray<readonly [string, string]>) =>
+  sql`select * from unnest(${textArray(pairs.map((p) => p[0]))}::text[], ${textArray(pairs.map((p) => p[1]))}::text[])`;
 
 /**
  * Ingestion: a slice of the upload's graph rows, computed in its sandbox (graph.ts uploadGraph, the
@@ -159,14 +170,6 @@ export async function refreshUploadStatistics(tx: DbOrTx, uploadId: string): Pro
     on conflict (upload_id) do update set chunks = excluded.chunks, lex_len = excluded.lex_len, version = nextval('upload_index_version')`);
 }
 
-/** The co-occurrence pairs of one chunk's entities (in rank order), each as [a, b] with a before b in code point order. */
-function chunkPairs(names: readonly string[]): Array<[string, string]> {
-  const top = names.slice(0, EDGE_RANK);
-  const pairs: Array<[string, string]> = [];
-  for (const a of top) for (const b of top) if (compareCodePoints(a, b) < 0) pairs.push([a, b]);
-  return pairs;
-}
-
 /**
  * A chunk edit: the graph rows its old and new entities touch (their entities, and the edges among the
  * first EDGE_RANK of either), recomputed from the upload's stored mentions by the formulas of
@@ -175,26 +178,11 @@ function chunkPairs(names: readonly string[]): Array<[string, string]> {
  * on the embedded engine; this reads its mentions once.
  */
 async function refreshGraphRowsOf(tx: DbOrTx, uploadId: string, oldNames: readonly string[], newNames: readonly string[]): Promise<void> {
-  const names = textArray([...new Set([...oldNames, ...newNames])]);
-  const pairs = [...new Map([...chunkPairs(oldNames), ...chunkPairs(newNames)].map((p) => [`${p[0]}\u0000${p[1]}`, p])).values()];
-  const as = textArray(pairs.map((p) => p[0]));
-  const bs = textArray(pairs.map((p) => p[1]));
-  await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId} and name = any(${names}::text[])`);
-  await tx.execute(sql`
-    insert into kg_entities (upload_id, name, kind, chunk_count)
-    select ${uploadId}, e.name, (array_agg(e.kind order by ${kindRank(sql`e.kind`)}))[1], count(*)::int
-      from kg_mentions m cross join lateral unnest(m.names, m.kinds) as e(name, kind)
-     where m.upload_id = ${uploadId} and e.name = any(${names}::text[]) group by e.name`);
-  if (pairs.length === 0) return;
-  await tx.execute(sql`
-    delete from kg_edges where upload_id = ${uploadId} and (a, b) in (select * from unnest(${as}::text[], ${bs}::text[]))`);
-  await tx.execute(sql`
-    insert into kg_edges (upload_id, a, b, weight)
-    select ${uploadId}, p.a, p.b, count(*)::int
-      from kg_mentions m cross join lateral (
-             select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2 collate "C") p
-     where m.upload_id = ${uploadId} and (p.a, p.b) in (select * from unnest(${as}::text[], ${bs}::text[]))
-     group by p.a, p.b`);
+  const names = [...new Set([...oldNames, ...newNames])];
+  const pairs = [...new Map([...edgePairs(oldNames), ...edgePairs(newNames)].map((p) => [`${p[0]}\u0000${p[1]}`, p])).values()];
+  await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId} and name = any(${textArray(names)}::text[])`);
+  if (pairs.length > 0) await tx.execute(sql`delete from kg_edges where upload_id = ${uploadId} and (a, b) in (${pairList(pairs)})`);
+  await insertGraphRowsFromMentions(tx, uploadId, { names, pairs });
 }
 
 /**
@@ -237,7 +225,7 @@ export async function replaceChunkText(
     tx,
     sql`update chunks c
            set text = ${text}, tokens = ${tokens}, tsv = x.tsv,
-               lex_len = (select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(x.tsv) t)::int,
+               lex_len = ${lexLength(sql`x.tsv`)},
                updated_at = ${now.toISOString()}
           from (select to_tsvector('english', ${text}) as tsv) x
          where c.id = ${chunkId}

@@ -44,8 +44,8 @@ export interface ReembedResult {
  *
  * 1. The new embedder is recorded at once with `complete: false`: from then on, nodes still running
  *    the old model refuse to ingest (their final check fails), and nodes with the new one may.
- * 2. The HNSW index is dropped (bulk updates into it are slow) and, when the dimension changed, the
- *    vectors are nulled and the column altered to `vector(n)`.
+ * 2. The HNSW index is dropped (bulk updates into it are slow) and, when the dimension changed, every
+ *    vector (indexed or staged) is removed and both vector columns altered to `vector(n)`.
  * 3. Chunks are read in id order, embedded in batches of EMBEDDINGS_BATCH_SIZE, written to chunk_vectors
  *    (replacing a vector still staged by ingestion) one statement per batch; the index is rebuilt; the
  *    state becomes `complete: true`.
