@@ -4,13 +4,13 @@ import { sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
-import { countStagedVectors, denseSearch, drainStagedVectors } from '../src/modules/search/search.repository.js';
+import { countStagedVectors, denseSearch, drainStagedVectors, replaceChunkText } from '../src/modules/search/search.repository.js';
 import { VectorDrain } from '../src/modules/search/vector-drain.js';
 import { packVector, vectorParam } from '../src/modules/search/vectors.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { LocalEmbedder } from '../src/providers/embeddings/index.js';
 import { newId } from '../src/shared/ids.js';
-import { makeWorld, openTestDatabase } from './support/app.js';
+import { makeWorld, openTestDatabase, startTestApp } from './support/app.js';
 
 /**
  * How vectors are sent (packed integers, vectors.ts) and where they live: staged by ingestion, compared
@@ -214,5 +214,39 @@ test('the background drain empties the staging table, waits while an ingestion h
     assert.ok(await until(async () => (await countStagedVectors(database.db)) === 0));
   } finally {
     await capped.stop();
+  }
+});
+
+test('a chunk edit takes the chunk out of the staging table and writes its new vector under the index', async () => {
+  const file = await addUpload(texts(3, 8));
+  assert.deepEqual(await counts(file.id), { staged: 3, indexed: 0 });
+  const newer = packVector(Array.from({ length: 384 }, (_, i) => (i === 3 ? 1 : 0)), 384);
+  await database.db.transaction((tx) => replaceChunkText(tx, file.chunkIds[1]!, 'edited text', 2, newer, [], new Date()));
+  assert.deepEqual(await counts(file.id), { staged: 2, indexed: 1 });
+  const [row] = await rowsOf<{ id: string; v: string }>(database.db, sql`select chunk_id as id, embedding::text as v from chunk_vectors where upload_id = ${file.id}`);
+  assert.equal(row!.id, file.chunkIds[1]);
+  assert.equal((JSON.parse(row!.v) as number[])[3], 1);
+  await database.db.execute(sql`delete from uploads where id = ${file.id}`);
+});
+
+test('/metrics reports the staged vectors (search_vectors_staged)', async () => {
+  const t = await startTestApp();
+  try {
+    // the app's own drain would move them while this looks
+    await t.app.ctx.vectorDrain.stop();
+    const staged = async () => {
+      const res = await t.app.inject({ method: 'GET', url: '/metrics' });
+      assert.equal(res.statusCode, 200);
+      return Number(/^search_vectors_staged (\d+)$/m.exec(res.body)?.[1]);
+    };
+    const before = await staged();
+    const w = await makeWorld(t.database);
+    const id = newId();
+    await insertUpload(t.database.db, { id, originalname: 'm.txt', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: w.userA1.id, accountId: w.accountA.id, status: 'processing', storageKey: id, sha256: id });
+    const vectors = await embedder.embed(texts(7, 9));
+    await writeIndexedChunks(t.database.db, id, texts(7, 9).map((text, i) => ({ id: newId(), index: i, text, heading: null, tokens: 4, embedding: packVector(vectors[i]!, 384) })), new Date());
+    assert.equal(await staged(), before + 7);
+  } finally {
+    await t.close();
   }
 });
