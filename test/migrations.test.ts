@@ -69,3 +69,30 @@ for (const dims of [384, 3]) {
     }
   });
 }
+
+test('0010 puts every graph edge in code point order; a pair held both ways keeps its code point row', async () => {
+  const pg = await PGlite.create({ extensions: { vector, pg_trgm } });
+  try {
+    const at = tags.indexOf('0010_graph_edges_code_point_order');
+    assert.ok(at > 0);
+    for (const tag of tags.slice(0, at)) await apply(pg, tag);
+    await pg.exec(`set session_replication_role = replica`);
+    // before 0009 a database in en_US order stored (éclair, zebra); in code point order é (U+00E9) comes after z.
+    // u1: only the old row. u2: the old row and the row a chunk edit recomputed since (its weight is the true one).
+    // u3: a pair already in code point order, left as it is.
+    await pg.exec(`insert into kg_edges (upload_id, a, b, weight) values
+      ('u1', 'éclair', 'zebra', 2),
+      ('u2', 'éclair', 'zebra', 2), ('u2', 'zebra', 'éclair', 3),
+      ('u3', 'NACA', 'wing', 4)`);
+    await pg.exec(`set session_replication_role = origin`);
+    await apply(pg, tags[at]!);
+    const rows = (await pg.query(`select upload_id, a, b, weight from kg_edges order by upload_id`)).rows;
+    assert.deepEqual(rows, [
+      { upload_id: 'u1', a: 'zebra', b: 'éclair', weight: 2 },
+      { upload_id: 'u2', a: 'zebra', b: 'éclair', weight: 3 },
+      { upload_id: 'u3', a: 'NACA', b: 'wing', weight: 4 },
+    ]);
+  } finally {
+    await pg.close();
+  }
+});

@@ -1,10 +1,23 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/pglite';
+import type { PGlite } from '@electric-sql/pglite';
+import * as schema from '../src/db/schema.js';
 import type { FastifyBaseLogger } from 'fastify';
-import { rowsOf, type Database } from '../src/db/client.js';
+import { rowsOf, type Database, type Db } from '../src/db/client.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
-import { countStagedVectors, denseSearch, drainStagedVectors, replaceChunkText } from '../src/modules/search/search.repository.js';
+import {
+  cosinesOf,
+  countStagedVectors,
+  denseSearch,
+  drainStagedVectors,
+  lockVectorTables,
+  replaceChunkText,
+  resultChunks,
+  retryOnLockConflict,
+  updateChunkEmbeddings,
+} from '../src/modules/search/search.repository.js';
 import { VectorDrain } from '../src/modules/search/vector-drain.js';
 import { packVector, vectorParam } from '../src/modules/search/vectors.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
@@ -249,4 +262,80 @@ test('/metrics reports the staged vectors (search_vectors_staged)', async () => 
   } finally {
     await t.close();
   }
+});
+
+test('every statement that reads or writes both vector tables names chunk_vectors_staged first (the order of their locks on PostgreSQL)', async () => {
+  // PostgreSQL locks a statement's tables as it reads them, in the order they appear. A re-embed locks
+  // both tables (staged, then chunk_vectors) and the drain takes them in that order too: a search that took
+  // chunk_vectors first could wait for the re-embed while holding what the re-embed waits for (a deadlock,
+  // answered with a 500). PGlite runs one statement at a time and cannot show the deadlock; this test
+  // checks the order itself, in the SQL each function sends.
+  const sent: string[] = [];
+  const logged = drizzle(database.pglite as PGlite, { schema, logger: { logQuery: (query) => void sent.push(query) } }) as unknown as Db;
+  const file = await addUpload(texts(3, 9));
+  const [q] = await embedder.embed(['nozzle jet']);
+  const vector = packVector(q!, 384);
+  const scope = sql`u.id = ${file.id}`;
+  await denseSearch(logged, scope, vector, 5, true);
+  await denseSearch(logged, scope, vector, 5, false);
+  await cosinesOf(logged, file.chunkIds, vector);
+  await resultChunks(logged, file.chunkIds, vector);
+  await updateChunkEmbeddings(logged, [{ id: file.chunkIds[0]!, text: texts(3, 9)[0]!, embedding: vector }]);
+  await drainStagedVectors(logged, 100);
+  const both = sent.filter((text) => /chunk_vectors_staged/.test(text) && /chunk_vectors(?!_staged)/.test(text));
+  assert.equal(both.length, 6, sent.join('\n---\n'));
+  for (const text of both) assert.ok(text.search(/chunk_vectors_staged/) < text.search(/chunk_vectors(?!_staged)/), text);
+});
+
+test("a re-embed writes a vector only for the text it read: a chunk edited meanwhile keeps its edit's vector; a staged one leaves the staging table", async () => {
+  const file = await addUpload(texts(2, 11));
+  const [edited, staged] = file.chunkIds as [string, string];
+  const original = texts(2, 11);
+  const [other, newText] = await embedder.embed(['a quite different sentence about turbulence', 'the edited text of the chunk']);
+  const stored = async (id: string) => (await rowsOf<{ v: string }>(database.db, sql`select embedding::text as v from chunk_vectors where chunk_id = ${id}`))[0]?.v;
+  // the first chunk is edited after the re-embed read it
+  await database.db.transaction((tx) => replaceChunkText(tx, edited, 'the edited text of the chunk', 6, packVector(newText!, 384), [], new Date()));
+  const afterEdit = await stored(edited);
+  assert.ok(afterEdit);
+  await updateChunkEmbeddings(database.db, [
+    { id: edited, text: original[0]!, embedding: packVector(other!, 384) },
+    { id: staged, text: original[1]!, embedding: packVector(other!, 384) },
+  ]);
+  assert.equal(await stored(edited), afterEdit, "the edit's vector stays");
+  // the second chunk's text is the one read: its vector replaces the staged one, in the index table
+  assert.deepEqual(await counts(file.id), { staged: 0, indexed: 2 });
+  assert.equal(await stored(staged), (await rowsOf<{ v: string }>(database.db, sql`select ${vectorParam(packVector(other!, 384))}::text as v`))[0]!.v);
+});
+
+test('locking the vector tables waits a bounded time and restores lock_timeout; a lock conflict is tried again, any other error is not', async () => {
+  await database.db.execute(sql`set lock_timeout = '7s'`);
+  try {
+    const seen = await database.db.transaction(async (tx) => {
+      await lockVectorTables(tx);
+      return (await rowsOf<{ t: string }>(tx, sql`select current_setting('lock_timeout') as t`))[0]!.t;
+    });
+    assert.equal(seen, '7s');
+  } finally {
+    await database.db.execute(sql`reset lock_timeout`);
+  }
+  // 55P03 (lock_timeout) and 40P01 (deadlock), as the driver reports them directly or wrapped by drizzle
+  const failing = (codes: string[]) => {
+    let calls = 0;
+    return {
+      run: async () => {
+        const code = codes[calls++];
+        if (code) throw Object.assign(new Error('failed query'), { cause: Object.assign(new Error(code), { code }) });
+        return calls;
+      },
+      calls: () => calls,
+    };
+  };
+  const conflicts = failing(['55P03', '40P01']);
+  assert.equal(await retryOnLockConflict(conflicts.run), 3);
+  const other = failing(['23505']);
+  await assert.rejects(retryOnLockConflict(other.run), /failed query/);
+  assert.equal(other.calls(), 1);
+  const always = failing(['55P03', '55P03', '55P03']);
+  await assert.rejects(retryOnLockConflict(always.run, { attempts: 3 }), /failed query/);
+  assert.equal(always.calls(), 3);
 });

@@ -1,5 +1,6 @@
 import { eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
+import { isLockConflict, sqlState } from '../../db/errors.js';
 import { chunks, chunkVectors, chunkVectorsStaged, systemState, uploads } from '../../db/schema.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
 import { EDGE_RANK, edgePairs, type Mention } from './graph.js';
@@ -378,8 +379,8 @@ export async function denseSearch(db: DbOrTx, scope: SQL, vector: PackedVector, 
       db,
       sql`with q as materialized (select ${vectorParam(vector)} as v),
           d as materialized (
-            select e.chunk_id as id, e.embedding <=> (select v from q) as dist from chunk_vectors e where ${inScope('e')}
-            union all ${staged})
+            ${staged}
+            union all select e.chunk_id as id, e.embedding <=> (select v from q) as dist from chunk_vectors e where ${inScope('e')})
           select id, 1 - dist as score from d order by dist, id limit ${k}`,
     );
     return finiteScores(rows);
@@ -396,11 +397,12 @@ export async function denseSearch(db: DbOrTx, scope: SQL, vector: PackedVector, 
           select set_config('hnsw.iterative_scan', 'relaxed_order', true) as scan, set_config('hnsw.ef_search', ${ef}, true) as ef),
         q as materialized (select ${vectorParam(vector)} as v)
         select t.id, 1 - t.dist as score from (
+          ${staged}
+          union all
           select i.id, i.dist from settings cross join lateral (
             select e.chunk_id as id, e.embedding <=> (select v from q) as dist from chunk_vectors e
              where settings.ef is not null and ${inScope('e')}
-             order by e.embedding <=> (select v from q) limit ${k}) i
-          union all ${staged}) t
+             order by e.embedding <=> (select v from q) limit ${k}) i) t
         order by t.dist, t.id limit ${k}`,
   );
   return finiteScores(rows);
@@ -437,14 +439,14 @@ export interface ResultChunk {
 export async function resultChunks(db: DbOrTx, chunkIds: string[], vector: PackedVector | null): Promise<ResultChunk[]> {
   if (chunkIds.length === 0) return [];
   const dense = vector
-    ? sql<number | null>`1 - (coalesce(${chunkVectors.embedding}, ${chunkVectorsStaged.embedding}) <=> ${vectorParam(vector)})`
+    ? sql<number | null>`1 - (coalesce(${chunkVectorsStaged.embedding}, ${chunkVectors.embedding}) <=> ${vectorParam(vector)})`
     : sql<number | null>`null::float8`;
   const rows = await db
     .select({ id: chunks.id, uploadId: chunks.uploadId, index: chunks.chunkIndex, text: chunks.text, dense: dense.mapWith(Number), upload: uploads })
     .from(chunks)
     .innerJoin(uploads, eq(uploads.id, chunks.uploadId))
-    .leftJoin(chunkVectors, eq(chunkVectors.chunkId, chunks.id))
     .leftJoin(chunkVectorsStaged, eq(chunkVectorsStaged.chunkId, chunks.id))
+    .leftJoin(chunkVectors, eq(chunkVectors.chunkId, chunks.id))
     .where(inArray(chunks.id, chunkIds));
   return rows.map((r) => ({ ...r, dense: r.dense === null || !Number.isFinite(r.dense) ? null : r.dense }));
 }
@@ -456,9 +458,9 @@ export async function cosinesOf(db: DbOrTx, chunkIds: string[], vector: PackedVe
   const rows = await rowsOf<{ id: string; score: number | string | null }>(
     db,
     sql`with q as materialized (select ${vectorParam(vector)} as v)
-        select e.chunk_id as id, 1 - (e.embedding <=> (select v from q)) as score from chunk_vectors e where e.chunk_id = any(${ids}::text[])
+        select s.chunk_id as id, 1 - (s.embedding <=> (select v from q)) as score from chunk_vectors_staged s where s.chunk_id = any(${ids}::text[])
         union all
-        select s.chunk_id, 1 - (s.embedding <=> (select v from q)) from chunk_vectors_staged s where s.chunk_id = any(${ids}::text[])`,
+        select e.chunk_id, 1 - (e.embedding <=> (select v from q)) from chunk_vectors e where e.chunk_id = any(${ids}::text[])`,
   );
   return new Map(rows.map((r) => [r.id, Number(r.score)] as const).filter(([, v]) => Number.isFinite(v)));
 }
@@ -527,12 +529,38 @@ export async function lockEmbedderChanges(tx: DbOrTx): Promise<void> {
 }
 
 /**
- * Inside a transaction that changes the vector tables' index or columns: both tables locked at once, in
- * the order a drain's statement takes them (staged, then chunk_vectors), before anything else touches
- * them, so that the two cannot deadlock (PostgreSQL).
+ * Inside a transaction that changes the vector tables' index or columns: both tables locked at once,
+ * before anything else touches them, in the order every other statement takes them (chunk_vectors_staged,
+ * then chunk_vectors: the drain, searches, chunk edits), waiting at most VECTOR_LOCK_WAIT for them.
+ * One writer still takes them the other way round: deleting chunks cascades to chunk_vectors before the
+ * staged table (PostgreSQL's foreign-key triggers). Rather than meet it in a deadlock that PostgreSQL
+ * breaks after a second by failing one of the two (perhaps the user's delete), this lock gives up first
+ * (55P03): run the transaction through retryOnLockConflict.
  */
 export async function lockVectorTables(tx: DbOrTx): Promise<void> {
+  const [row] = await rowsOf<{ before: string }>(tx, sql`select current_setting('lock_timeout') as before, set_config('lock_timeout', ${VECTOR_LOCK_WAIT}, true) as set_to`);
   await tx.execute(sql`lock table chunk_vectors_staged, chunk_vectors in access exclusive mode`);
+  await tx.execute(sql`select set_config('lock_timeout', ${row?.before ?? '0'}, true)`);
+}
+
+const VECTOR_LOCK_WAIT = '500ms';
+
+/**
+ * Runs a transaction that takes lockVectorTables again while it fails on a lock conflict (55P03, 40P01):
+ * up to `attempts` times, waiting a little longer each time (searches and deletes hold the tables for
+ * milliseconds; the drain for one short statement).
+ */
+export async function retryOnLockConflict<T>(run: () => Promise<T>, options: { attempts?: number; log?: { info(obj: object, msg?: string): void } } = {}): Promise<T> {
+  const attempts = options.attempts ?? 20;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (!isLockConflict(err) || attempt >= attempts) throw err;
+      options.log?.info({ attempt, code: sqlState(err) }, 'the vector tables are busy; trying again');
+      await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2)));
+    }
+  }
 }
 
 export async function dropEmbeddingIndex(tx: DbOrTx): Promise<void> {
@@ -562,21 +590,26 @@ export async function chunkTextsAfter(db: DbOrTx, afterId: string, limit: number
     .limit(limit);
 }
 
-/** Re-embedding: each chunk's new vector into chunk_vectors (the index is dropped meanwhile), replacing a staged one. */
-export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string; embedding: PackedVector }>): Promise<void> {
+/**
+ * Re-embedding: each chunk's new vector into chunk_vectors (the index is dropped meanwhile), replacing a
+ * staged one, in one statement (a chunk is never left without a vector). `text` is the text the vector was
+ * made from: a chunk edited since it was read keeps the vector of its edit (made from the new text), and
+ * a chunk whose file was deleted meanwhile is left out (its row is locked for key share as it is read, so
+ * a delete in progress is waited for instead of failing the foreign-key check and the whole re-embed).
+ */
+export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string; text: string; embedding: PackedVector }>): Promise<void> {
   if (rows.length === 0) return;
   const values = sql.join(
-    rows.map((r) => sql`(${r.id}, ${r.embedding})`),
+    rows.map((r) => sql`(${r.id}, ${r.text}, ${r.embedding})`),
     sql`, `,
   );
-  await db.execute(sql`delete from chunk_vectors_staged where chunk_id = any(${textArray(rows.map((r) => r.id))}::text[])`);
-  // the chunk rows locked for key share as they are read: a chunk whose file is being deleted meanwhile is
-  // waited for and then left out, instead of failing the foreign-key check (and the whole re-embed)
   await db.execute(sql`
+    with fresh as (
+      select c.id, c.upload_id, v.emb from (values ${values}) as v(id, text, emb) join chunks c on c.id = v.id and c.text = v.text
+         for key share of c),
+    unstaged as (delete from chunk_vectors_staged s using fresh where s.chunk_id = fresh.id)
     insert into chunk_vectors (chunk_id, upload_id, embedding)
-    select x.id, x.upload_id, ${unpacked(sql`p.a`)}
-      from (select c.id, c.upload_id, v.emb from (values ${values}) as v(id, emb) join chunks c on c.id = v.id for key share of c) x
-      cross join lateral (select x.emb::int[] as a) p
+    select fresh.id, fresh.upload_id, ${unpacked(sql`p.a`)} from fresh cross join lateral (select fresh.emb::int[] as a) p
     on conflict (chunk_id) do update set embedding = excluded.embedding`);
 }
 

@@ -1,4 +1,5 @@
 import type { AppContext } from '../../context.js';
+import { isUniqueViolation } from '../../db/errors.js';
 import { badField, conflict, duplicateKey, forbidden, notFound } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
@@ -26,13 +27,6 @@ export function presentSetting(s: repo.SettingRow) {
 }
 
 const duplicate = (key: string) => duplicateKey(`A setting with the key "${key}" already exists in this institution`, [{ field: 'key', message: 'key must be unique within the institution' }]);
-
-function isUniqueViolation(err: unknown): boolean {
-  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
-    if ((e as { code?: unknown }).code === '23505') return true;
-  }
-  return false;
-}
 
 function cleanKey(key: string): string {
   const k = key.trim();

@@ -1,4 +1,5 @@
 import type { AppContext } from '../../context.js';
+import { isUniqueViolation } from '../../db/errors.js';
 import type { InstitutionRow } from './tenancy.repository.js';
 import { AppError, badField, conflict, notFound, rateLimited } from '../../shared/errors.js';
 import { newId, newPublicId } from '../../shared/ids.js';
@@ -148,11 +149,6 @@ function checkAmount(amount: number): void {
     throw badField('amount', 'amount must be a non-zero number between -1000000000 and 1000000000');
   }
   checkCreditValue('amount', amount);
-}
-
-function isUniqueViolation(err: unknown): boolean {
-  const e = err as { code?: unknown; cause?: { code?: unknown } } | null;
-  return e?.code === '23505' || e?.cause?.code === '23505';
 }
 
 /** A duplicate LTI context id: it belongs to another institution (409; the holder is not named). */

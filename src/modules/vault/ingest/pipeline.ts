@@ -252,7 +252,11 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
     });
     releaseDrain?.();
     if (!activated) return { status: 'skipped', reason: 'upload left processing before indexing' };
-    await refreshPlannerStatistics(db, rows.length, deps.singleConnection ? 'pglite' : 'postgres');
+    // The file is active from here: a failure of what follows must not take its chunks (the catch below)
+    // or fail the job; planner statistics are only a help to the next queries.
+    await refreshPlannerStatistics(db, rows.length, deps.singleConnection ? 'pglite' : 'postgres').catch((err: unknown) =>
+      log.warn({ err, uploadId }, 'refreshing planner statistics after an ingestion failed'),
+    );
     lap('index');
     log.info({ uploadId, chunks: rows.length, textTokens, pages, timings }, 'upload ingested');
     return { status: 'active', chunkCount: rows.length, textTokens, pages, timings };

@@ -12,6 +12,7 @@ import {
   lockVectorTables,
   readEmbedderState,
   resizeEmbeddingColumn,
+  retryOnLockConflict,
   setEmbeddingModelOfIndexedUploads,
   updateChunkEmbeddings,
   writeEmbedderState,
@@ -62,12 +63,16 @@ export async function reembedAll(ctx: ReembedContext, options: { onProgress?: (d
   const resized = columnDims !== embedder.dimensions;
 
   await writeEmbedderState(db, { id: embedder.id, dimensions: embedder.dimensions, complete: false }, clock.now());
-  await db.transaction(async (tx) => {
-    await lockEmbedderChanges(tx);
-    await lockVectorTables(tx);
-    await dropEmbeddingIndex(tx);
-    if (resized) await resizeEmbeddingColumn(tx, embedder.dimensions);
-  });
+  await retryOnLockConflict(
+    () =>
+      db.transaction(async (tx) => {
+        await lockEmbedderChanges(tx);
+        await lockVectorTables(tx);
+        await dropEmbeddingIndex(tx);
+        if (resized) await resizeEmbeddingColumn(tx, embedder.dimensions);
+      }),
+    { log: ctx.log },
+  );
 
   const batchSize = Math.max(1, ctx.config.embeddings.batchSize);
   let done = 0;
@@ -79,7 +84,7 @@ export async function reembedAll(ctx: ReembedContext, options: { onProgress?: (d
     if (vectors.length !== page.length) throw new Error(`embedder returned ${vectors.length} vectors for ${page.length} texts`);
     await updateChunkEmbeddings(
       db,
-      page.map((c, i) => ({ id: c.id, embedding: packVector(vectors[i]!, embedder.dimensions) })),
+      page.map((c, i) => ({ id: c.id, text: c.text, embedding: packVector(vectors[i]!, embedder.dimensions) })),
     );
     done += page.length;
     after = page[page.length - 1]!.id;
@@ -123,33 +128,37 @@ export async function checkEmbedder(ctx: ReembedContext & { providers: { readonl
   const seen = await readEmbedderState(ctx.db);
   if (matches(seen) && seen?.complete) return { status: 'ok', embedder: embedder.id };
 
-  const check = await ctx.db.transaction(async (tx): Promise<EmbedderCheck> => {
-    await lockEmbedderChanges(tx);
-    const stored = await readEmbedderState(tx, { lock: 'update' });
-    if (matches(stored) && stored?.complete) return { status: 'ok', embedder: embedder.id };
-    const chunks = await countChunks(tx);
-    if (chunks === 0) {
-      // no vector to keep apart: adopt the configured embedder, sizing the empty column for it
-      if ((await embeddingColumnDimensions(tx)) !== embedder.dimensions) {
-        await lockVectorTables(tx);
-        await dropEmbeddingIndex(tx);
-        await resizeEmbeddingColumn(tx, embedder.dimensions);
-      }
-      await createEmbeddingIndex(tx);
-      await writeEmbedderState(tx, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
-      return { status: stored ? 'adopted' : 'recorded', embedder: embedder.id };
-    }
-    if (!stored) {
-      // vectors from before the bookkeeping existed: assume the configured model wrote them
-      await writeEmbedderState(tx, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
-      return { status: 'recorded', embedder: embedder.id };
-    }
-    if (matches(stored)) {
-      return { status: 'incomplete', embedder: embedder.id, stored, message: `a re-embedding with ${embedder.id} did not finish: run \`npm run cli -- reembed\` again` };
-    }
-    const message = `The stored vectors were made by ${stored.id} (${stored.dimensions} dims) but the configured embedder is ${embedder.id} (${embedder.dimensions} dims); ${EMBEDDER_CHANGED_MESSAGE}`;
-    return { status: 'mismatch', embedder: embedder.id, stored, message };
-  });
+  const check = await retryOnLockConflict(
+    () =>
+      ctx.db.transaction(async (tx): Promise<EmbedderCheck> => {
+        await lockEmbedderChanges(tx);
+        const stored = await readEmbedderState(tx, { lock: 'update' });
+        if (matches(stored) && stored?.complete) return { status: 'ok', embedder: embedder.id };
+        const chunks = await countChunks(tx);
+        if (chunks === 0) {
+          // no vector to keep apart: adopt the configured embedder, sizing the empty column for it
+          if ((await embeddingColumnDimensions(tx)) !== embedder.dimensions) {
+            await lockVectorTables(tx);
+            await dropEmbeddingIndex(tx);
+            await resizeEmbeddingColumn(tx, embedder.dimensions);
+          }
+          await createEmbeddingIndex(tx);
+          await writeEmbedderState(tx, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
+          return { status: stored ? 'adopted' : 'recorded', embedder: embedder.id };
+        }
+        if (!stored) {
+          // vectors from before the bookkeeping existed: assume the configured model wrote them
+          await writeEmbedderState(tx, { id: embedder.id, dimensions: embedder.dimensions, complete: true }, clock.now());
+          return { status: 'recorded', embedder: embedder.id };
+        }
+        if (matches(stored)) {
+          return { status: 'incomplete', embedder: embedder.id, stored, message: `a re-embedding with ${embedder.id} did not finish: run \`npm run cli -- reembed\` again` };
+        }
+        const message = `The stored vectors were made by ${stored.id} (${stored.dimensions} dims) but the configured embedder is ${embedder.id} (${embedder.dimensions} dims); ${EMBEDDER_CHANGED_MESSAGE}`;
+        return { status: 'mismatch', embedder: embedder.id, stored, message };
+      }),
+    { log: ctx.log },
+  );
   if (check.status === 'incomplete' || check.status === 'mismatch') ctx.log?.error({ stored: check.stored, configured: embedder.id }, check.message);
   return check;
 }

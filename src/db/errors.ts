@@ -1,0 +1,20 @@
+/**
+ * The SQLSTATE of a database error, wherever the driver put it: on the error itself (pg, PGlite) or on
+ * a wrapper's `cause` (drizzle wraps failed queries), a few levels deep.
+ */
+export function sqlState(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return undefined;
+}
+
+/** A unique index refused the row (23505). */
+export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === '23505';
+
+/** A lock not obtained within lock_timeout (55P03), or a deadlock PostgreSQL broke by aborting this transaction (40P01). */
+export const isLockConflict = (err: unknown): boolean => {
+  const code = sqlState(err);
+  return code === '55P03' || code === '40P01';
+};
