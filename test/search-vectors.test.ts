@@ -230,6 +230,43 @@ test('the background drain empties the staging table, waits while an ingestion h
   }
 });
 
+test('with a lock timeout (PostgreSQL) each batch bounds its wait in its own transaction, and a lock conflict makes the drain wait, not fail', async () => {
+  while ((await drainStagedVectors(database.db, 1000)) > 0);
+  const file = await addUpload(texts(6, 10));
+  assert.equal(await drainStagedVectors(database.db, 2, { lockTimeoutMs: 300 }), 2);
+  // set for the batch's transaction only
+  assert.equal((await rowsOf<{ t: string }>(database.db, sql`select current_setting('lock_timeout') as t`))[0]!.t, '0');
+  // PGlite cannot hold a lock against itself: the conflict is what PostgreSQL would raise, from the first batch
+  let conflicts = 1;
+  const busy = new Proxy(database.db, {
+    get(target, key, receiver) {
+      if (key === 'transaction' && conflicts > 0) {
+        return async () => {
+          conflicts--;
+          throw Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03' });
+        };
+      }
+      return Reflect.get(target, key, receiver) as unknown;
+    },
+  });
+  const infos: string[] = [];
+  const drain = new VectorDrain(busy, { ...log, info: (_obj: object, msg?: string) => void infos.push(msg ?? '') } as unknown as FastifyBaseLogger, {
+    batch: 4,
+    idleMs: 20,
+    backlogCap: 1000,
+    vacuum: false,
+    lockTimeoutMs: 300,
+  });
+  drain.start();
+  try {
+    // the test's logger throws on an error: a conflict reported as a failure would not reach this point
+    assert.ok(await until(async () => (await counts(file.id)).staged === 0), 'drained after the conflict');
+    assert.deepEqual(infos, ['the vector tables are busy; moving staged vectors later']);
+  } finally {
+    await drain.stop();
+  }
+});
+
 test('a chunk edit takes the chunk out of the staging table and writes its new vector under the index', async () => {
   const file = await addUpload(texts(3, 8));
   assert.deepEqual(await counts(file.id), { staged: 3, indexed: 0 });

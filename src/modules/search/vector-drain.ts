@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../../db/client.js';
+import { isLockConflict, sqlState } from '../../db/errors.js';
 import { Sleeper } from '../../shared/sleeper.js';
 import { countStagedVectors, drainStagedVectors } from './search.repository.js';
 
@@ -22,9 +23,17 @@ export interface VectorDrainOptions {
    * MAINTAIN_AFTER vectors, it is vacuumed here and chunk_vectors' planner statistics are refreshed.
    */
   vacuum: boolean;
+  /**
+   * PostgreSQL: how long a move may wait for a table lock (a re-embed's index build holds chunk_vectors
+   * for minutes). Beyond it the batch gives up and is tried again after idleMs. PGlite runs one statement
+   * at a time: no wait to bound.
+   */
+  lockTimeoutMs?: number;
 }
 
-export const DEFAULT_VECTOR_DRAIN: Omit<VectorDrainOptions, 'vacuum'> = { batch: 8, idleMs: 1000, backlogCap: 20_000 };
+export const DEFAULT_VECTOR_DRAIN: Omit<VectorDrainOptions, 'vacuum' | 'lockTimeoutMs'> = { batch: 8, idleMs: 1000, backlogCap: 20_000 };
+/** PostgreSQL's bound on a move's wait for a table lock (VectorDrainOptions.lockTimeoutMs). */
+export const VECTOR_DRAIN_LOCK_TIMEOUT_MS = 1000;
 
 const MAINTAIN_AFTER = 200;
 /** While held, the backlog is counted at most this often (a count reads the whole staging table); in between it is estimated. */
@@ -100,7 +109,7 @@ export class VectorDrain {
           await this.sleep(250);
           continue;
         }
-        const moved = await drainStagedVectors(this.db, this.options.batch);
+        const moved = await drainStagedVectors(this.db, this.options.batch, { lockTimeoutMs: this.options.lockTimeoutMs });
         if (!this.running) break;
         if (moved === 0) {
           if (this.options.vacuum && this.movedSinceVacuum >= MAINTAIN_AFTER) {
@@ -119,6 +128,12 @@ export class VectorDrain {
         await new Promise<void>((resolve) => setImmediate(resolve));
       } catch (err) {
         if (!this.running) break;
+        if (isLockConflict(err)) {
+          // another transaction holds the tables (a re-embed): not a failure, a turn to wait
+          this.log.info({ code: sqlState(err) }, 'the vector tables are busy; moving staged vectors later');
+          await this.sleep(this.options.idleMs);
+          continue;
+        }
         this.log.error({ err }, 'moving staged vectors into the HNSW index failed; retrying in 5 s');
         await this.sleep(5000);
       }
