@@ -673,27 +673,25 @@ export function exactEntities(where: NamePositions, names: readonly string[], wo
 /** Co-occurrence edges touching the seeds, weights summed over the scope's uploads, strongest first (then by names). */
 export function neighbours(where: NamePositions, seeds: readonly string[], limit: number): Array<{ a: string; b: string; w: number }> {
   const seedSet = new Set(seeds);
-  // by the edge's first name (in code unit order), then its second
-  const sum = new Map<string, Map<string, { a: string; b: string; w: number }>>();
-  for (const [si, s] of where.segments.entries()) {
-    for (const seed of seedSet) {
-      const i = where.of(seed)[si]!;
+  const all: Array<{ a: string; b: string; w: number }> = [];
+  // one sum per seed, keyed by the other end: an edge has one seed end, or two (then it is counted from
+  // the first name's, in code unit order), so the seeds' sums never hold the same edge
+  for (const seed of seedSet) {
+    const at = where.of(seed);
+    const sum = new Map<string, number>();
+    for (let si = 0; si < at.length; si++) {
+      const i = at[si]!;
       if (i < 0) continue;
-      for (let e = s.edgeStart[i]! * 2; e < s.edgeStart[i + 1]! * 2; e += 2) {
-        const other = s.names[s.edges[e]!]!;
-        // an edge between two seeds is listed from both of its ends: counted from the first name's
-        if (other < seed && seedSet.has(other)) continue;
-        const [a, b] = seed < other ? [seed, other] : [other, seed];
-        let row = sum.get(a);
-        if (!row) sum.set(a, (row = new Map()));
-        const entry = row.get(b);
-        if (entry) entry.w += s.edges[e + 1]!;
-        else row.set(b, { a, b, w: s.edges[e + 1]! });
+      const s = where.segments[si]!;
+      const { names, edges } = s;
+      for (let e = s.edgeStart[i]! * 2, end = s.edgeStart[i + 1]! * 2; e < end; e += 2) {
+        const other = names[edges[e]!]!;
+        if (seedSet.has(other) && other < seed) continue;
+        sum.set(other, (sum.get(other) ?? 0) + edges[e + 1]!);
       }
     }
+    for (const [other, w] of sum) all.push(seed < other ? { a: seed, b: other, w } : { a: other, b: seed, w });
   }
-  const all: Array<{ a: string; b: string; w: number }> = [];
-  for (const row of sum.values()) for (const entry of row.values()) all.push(entry);
   return all.sort((x, y) => y.w - x.w || compareText(x.a, y.a) || compareText(x.b, y.b)).slice(0, limit);
 }
 
