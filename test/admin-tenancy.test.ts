@@ -1,5 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { PGlite } from '@electric-sql/pglite';
+import { drizzle } from 'drizzle-orm/pglite';
+import type { Db } from '../src/db/client.js';
+import * as schema from '../src/db/schema.js';
+import { transferCredits } from '../src/modules/tenancy/credits.repository.js';
 import { findUserById } from '../src/modules/identity/identity.repository.js';
 import { findAccount, findInstitution, updateInstitution } from '../src/modules/tenancy/tenancy.repository.js';
 import { newId } from '../src/shared/ids.js';
@@ -875,6 +880,23 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     expectError(await call('POST', `/api/admin/user/${w.superadmin.id}/credits`, tok.adminA, { amount: 5 }), 403, 'FORBIDDEN');
     expectError(await call('POST', `/api/admin/user/${u.id}/credits`, tok.adminA, { amount: 5 }), 403, 'FORBIDDEN');
     expectInvalid(await call('POST', `/api/admin/user/${u.id}/credits`, tok.root, { amount: 0 }), 'amount');
+  });
+
+  test('a transfer locks the institution before the user whatever its direction (the order of a Q&A payment from a pool)', async () => {
+    // A payment from an institution's pool updates the institution, then the asking user; a transfer from a
+    // user to an institution that took the user first could deadlock with it on PostgreSQL. PGlite runs one
+    // statement at a time and cannot show that deadlock: this checks the order of the statements sent.
+    const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' }, fields: { credits: '10' } });
+    const sent: string[] = [];
+    const logged = drizzle(t.database.pglite as PGlite, { schema, logger: { logQuery: (query) => void sent.push(query) } }) as unknown as Db;
+    const moved = await transferCredits(logged, { user: u.id }, { institution: w.a1.id }, 4, w.superadmin.id);
+    assert.ok(moved);
+    assert.equal(moved.from, 6);
+    const first = (re: RegExp) => sent.findIndex((q) => re.test(q));
+    const lockInstitution = first(/from institutions .*for update/);
+    const lockUser = first(/from users .*for update/);
+    assert.ok(lockInstitution >= 0 && lockUser > lockInstitution, sent.join('\n'));
+    assert.ok(first(/update "users"/) > lockUser && first(/update "institutions"/) > lockUser, sent.join('\n'));
   });
 
   test('OpenAPI documents every admin route under the admin tag with security', async () => {

@@ -552,6 +552,65 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     await t.database.db.execute(sql`update institutions set tools_disabled = '{}' where id = ${w.a1.id}`);
   });
 
+  test('an assistant deleted while its answer is made: 200, paid as usual, the record kept without the assistant', async () => {
+    const created = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.userA1!), payload: { name: 'Short-lived' } });
+    assert.equal(created.statusCode, 201, created.body);
+    const assistantId = created.json().data._id;
+    stub.setChatHandler(async () => {
+      const removed = await t.app.inject({ method: 'DELETE', url: `/api/user/assistant/${assistantId}`, headers: bearer(tok.userA1!) });
+      assert.equal(removed.statusCode, 200, removed.body);
+      return { content: 'still answered', usage: { prompt_tokens: 100, completion_tokens: 20 } };
+    });
+    const before = await balance('institutions', w.a1.id);
+    const res = await ask(tok.userA1!, { inputs: ['who am I talking to?'], requestArgs: { assistantId, ragIgnore: true } });
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json();
+    // stub-chat: 100 × 3/1000 + 20 × 5/1000 = 0.4
+    assert.equal(body.credits, 0.4);
+    assert.equal(Math.round((await balance('institutions', w.a1.id)) * 10_000), Math.round((before - 0.4) * 10_000));
+    assert.deepEqual((await ledgerOf(body.historyId)).map((l) => l.kind).sort(), ['charge', 'release', 'reserve']);
+    const rec = await historyRow(body.historyId);
+    assert.equal(rec!.assistant_id, null);
+    assert.deepEqual(rec!.outputs, ['still answered']);
+  });
+
+  test('a model call failing after a tool round: 502, the completed round paid, the rest of the reservation released', async () => {
+    const created = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.userA1!), payload: { name: 'Tool then fail', assistantToolMode: 'all' } });
+    assert.equal(created.statusCode, 201, created.body);
+    stub.setChatHandler(({ body }) => {
+      if (body.messages.at(-1).role === 'tool') throw new Error('the second call fails');
+      return { content: '', toolCalls: [{ name: 'current_datetime', arguments: '{"timezone":"UTC"}' }], usage: { prompt_tokens: 200, completion_tokens: 5 } };
+    });
+    const before = await balance('institutions', w.a1.id);
+    const res = await ask(tok.userA1!, { inputs: ['what time is it, twice?'], requestArgs: { assistantId: created.json().data._id, ragIgnore: true } });
+    assert.equal(res.statusCode, 502, res.body);
+    // the first call: 200 × 3/1000 + 5 × 5/1000 = 0.625
+    assert.equal(Math.round((await balance('institutions', w.a1.id)) * 10_000), Math.round((before - 0.625) * 10_000));
+    const [rec] = await rowsOf<Record<string, any>>(t.database.db, sql`select * from histories where user_id = ${w.userA1.id} order by created_at desc, id desc limit 1`);
+    assert.equal(rec!.success, false);
+    assert.equal(Number(rec!.credits), 0.625);
+    const ledger = await ledgerOf(rec!.id);
+    assert.deepEqual(ledger.map((l) => l.kind).sort(), ['charge', 'release', 'reserve', 'reserve']);
+    assert.equal(Math.round(ledger.reduce((sum, l) => sum + Number(l.delta), 0) * 10_000), -6250);
+  });
+
+  test('a failure no step settles (the institution deleted during the answer: its record cannot be saved) still ends the reservation: only what the model consumed is paid', async () => {
+    const inst = await makeInstitution(t.database, w.accountA.id, { poolCredits: false, maxCompletionTokens: 200 });
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [inst.id]: 'user' }, fields: { credits: '20' } });
+    const token = (await login(t.app, member.email)).accessToken;
+    stub.setChatHandler(async () => {
+      await t.database.db.execute(sql`delete from institutions where id = ${inst.id}`);
+      return { content: 'answered into the void', usage: { prompt_tokens: 100, completion_tokens: 20 } };
+    });
+    const res = await ask(token, { inputs: ['anyone there?'], requestArgs: { ragIgnore: true } });
+    assert.equal(res.statusCode, 500, res.body);
+    // the member's own balance paid the consumption (0.4) and got the rest of the reservation back
+    assert.equal(Math.round((await balance('users', member.id)) * 10_000), 196_000);
+    const ledger = await rowsOf<{ kind: string; delta: string }>(t.database.db, sql`select kind, delta from credit_ledger where user_id = ${member.id} order by kind`);
+    assert.deepEqual(ledger.map((l) => l.kind), ['charge', 'release', 'reserve']);
+    assert.equal(Math.round(ledger.reduce((sum, l) => sum + Number(l.delta), 0) * 10_000), -4000);
+  });
+
   test('50 simultaneous requests against a balance covering about 20: never below zero, balance = start − ledger charges = start − recorded credits', async () => {
     // NOTE: PGlite runs one statement at a time, so these 50 requests interleave between statements but
     // never inside one: this test shows the pipeline's accounting under concurrency, it cannot prove the

@@ -6,8 +6,14 @@ import type { RowScope } from '../tenancy/tenancy.repository.js';
 
 export type HistoryRow = typeof histories.$inferSelect;
 
+/**
+ * Saves a record. Its assistant is kept only if it still exists: one deleted while the answer was being
+ * made leaves the record without it (what ON DELETE SET NULL does to the records saved before), instead of
+ * failing the commit that pays for the answer.
+ */
 export async function insertHistory(db: DbOrTx, row: typeof histories.$inferInsert): Promise<void> {
-  await db.insert(histories).values(row);
+  const assistantId = row.assistantId ? sql`(select a.id from assistants a where a.id = ${row.assistantId})` : null;
+  await db.insert(histories).values({ ...row, assistantId });
 }
 
 export async function findHistory(db: DbOrTx, id: string): Promise<HistoryRow | undefined> {

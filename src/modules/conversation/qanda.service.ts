@@ -175,168 +175,190 @@ export class QandaService {
     const now = () => ctx.clock.now();
     const balance = await reserveCredits(ctx.db, payer, reserved, auth.userId, historyId, now());
     if (balance === null) throw insufficientCredits(`Not enough credits for this request (it may cost up to ${toCredits(reserved)} credits)`);
+    // Until a settlement commits, the reservation is open. A failure that did not settle it (a database
+    // error, a history that cannot be saved, a bug) ends it on the way out: what completed model calls
+    // consumed is charged, the rest released. (A process killed meanwhile leaves it to the reservation sweep.)
+    let open = true;
+    let chargedUnits = 0;
+    try {
 
-    const fail = async (err: AppError, usage = 0, streamed = false) => {
-      // The release and the failed record commit together.
-      await ctx.db.transaction(async (tx) => {
-        await settleCredits(tx, payer, reserved, 0, auth.userId, historyId, now());
+      const fail = async (err: AppError, usage = 0, streamed = false) => {
+        // The model calls that completed are paid (a tool round before a failed call), the rest of the
+        // reservation released; with the failed record, in one commit.
+        const charged = Math.min(chargedUnits, reserved);
+        await ctx.db.transaction(async (tx) => {
+          await settleCredits(tx, payer, reserved, charged, auth.userId, historyId, now());
+          await historiesRepo.insertHistory(tx, {
+            ...record,
+            outputs: [],
+            success: false,
+            usage,
+            credits: toCredits(charged),
+            errorCode: err.code,
+            errorMessage: err.message,
+            streamed,
+            queryDurationMs: Math.round(performance.now() - started),
+            createdAt: now(),
+            updatedAt: now(),
+          });
+        });
+        open = false;
+        // the reservation and its settlement moved the balance GET /api/user/me shows
+        ctx.auth.cache.invalidateUser(auth.userId);
+        return err;
+      };
+
+      // ── content filter ──
+      const verdict = await this.filter.check(body.inputs, (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
+      if (verdict.blocked) throw await fail(contentBlocked(`The input was blocked by the content filter (${verdict.reason})`));
+
+      // ── model ──
+      const sink: StreamSink | null = args.socketId ? await this.realtime.sinkFor(args.socketId, auth.userId) : null;
+      const streamId = body.id ?? 0;
+      let index = 0;
+      let streamingFailed = false;
+      let streamingError: string | undefined;
+      const emit = (chunk: string, done: boolean, extra: { usage?: number; credits?: number; error?: string } = {}) => {
+        if (!sink || streamingFailed) return;
+        try {
+          if (!sink.emit({ id: streamId, chunk, index, done, ...extra })) {
+            streamingFailed = true;
+            streamingError = 'The socket disconnected while the answer was streaming';
+            return;
+          }
+          index++;
+        } catch (err) {
+          streamingFailed = true;
+          streamingError = `Streaming failed: ${err instanceof Error ? err.message : String(err)}`;
+        }
+      };
+
+      let text = '';
+      let usage: TokenUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
+      let reportedModel = requestedModel;
+      const toolRecords: ToolRecord[] = [];
+      if (args.ragOnly && passages.length === 0) {
+        text = RAG_ONLY_NOTHING_FOUND;
+        emit(text, false);
+        reportedModel = 'none';
+      } else {
+        const messages: ChatMessage[] = [...prompt.messages];
+        for (let round = 0; ; round++) {
+          const offerTools = requestTools && round < MAX_TOOL_ROUNDS ? requestTools : undefined;
+          const request: ChatRequest = {
+            purpose: 'answer',
+            messages,
+            ...(institution?.conversationModel ? { model: institution.conversationModel } : {}),
+            maxTokens,
+            context: prompt.context,
+            ...(offerTools ? { tools: offerTools } : {}),
+          };
+          let result: ChatResult;
+          try {
+            result = await this.call(request, sink ? (piece) => emit(piece, false) : null, (piece) => (text += piece));
+          } catch (err) {
+            if (err instanceof UpstreamError || (err instanceof Error && err.name === 'UpstreamError')) {
+              ctx.log.warn({ err }, 'model provider failed during Q&A');
+              emit('', true, { error: 'The model provider failed' });
+              throw await fail(upstreamFailed(`The model provider failed: ${(err as Error).message}`), usage.totalTokens, Boolean(sink));
+            }
+            throw await fail(new AppError(500, 'INTERNAL', 'The answer could not be produced'), usage.totalTokens, Boolean(sink));
+          }
+          usage = { inputTokens: usage.inputTokens + result.usage.inputTokens, outputTokens: usage.outputTokens + result.usage.outputTokens, totalTokens: usage.totalTokens + result.usage.totalTokens };
+          reportedModel = result.model || requestedModel;
+          const callPrice = ctx.config.modelPrices[reportedModel] ? priceFor(reportedModel, ctx.config.modelPrices) : price;
+          chargedUnits += costOfUsage(result.usage, callPrice);
+          if (!result.toolCalls?.length || !offerTools) break;
+
+          // Tool round: run the calls, then reserve the next call's maximum before making it.
+          messages.push({ role: 'assistant', content: result.text, toolCalls: result.toolCalls });
+          for (const call of result.toolCalls) {
+            const response = await this.runToolCall(call, search, asker, institutionId ?? null, timezone);
+            toolRecords.push({ tool: call.name, arguments: parseArguments(call.arguments), response });
+            messages.push({ role: 'tool', content: response, toolCallId: call.id });
+          }
+          const more = maxCostUnits(countInputTokens(messages, prompt.context) + toolTokens, maxTokens, price);
+          if (!(await extendReservation(ctx.db, payer, more, auth.userId, historyId, now()))) {
+            // What was consumed so far is paid; the request ends as the reservation could not grow.
+            await ctx.db.transaction(async (tx) => {
+              await settleCredits(tx, payer, reserved, chargedUnits, auth.userId, historyId, now());
+              await historiesRepo.insertHistory(tx, {
+                ...record,
+                outputs: text ? [text] : [],
+                toolCalls: toolRecords,
+                success: false,
+                usage: usage.totalTokens,
+                credits: toCredits(Math.min(chargedUnits, reserved)),
+                errorCode: 'INSUFFICIENT_CREDITS',
+                errorMessage: 'Not enough credits for the next model call',
+                conversationModel: reportedModel,
+                streamed: Boolean(sink),
+                queryDurationMs: Math.round(performance.now() - started),
+                createdAt: now(),
+                updatedAt: now(),
+              });
+            });
+            open = false;
+            ctx.auth.cache.invalidateUser(auth.userId);
+            emit('', true, { error: 'Not enough credits', usage: usage.totalTokens, credits: toCredits(Math.min(chargedUnits, reserved)) });
+            throw insufficientCredits('Not enough credits for the next model call of this answer (tool round)');
+          }
+          reserved += more;
+        }
+      }
+
+      // ── payment: the actual cost; the rest of the reservation released ──
+      const charged = Math.min(chargedUnits, reserved);
+      const credits = toCredits(charged);
+      const duration = Math.round(performance.now() - started);
+      // ── payment and history: one commit, so the ledger and the saved records always agree ──
+      const settled = await ctx.db.transaction(async (tx) => {
+        const result = await settleCredits(tx, payer, reserved, charged, auth.userId, historyId, now());
         await historiesRepo.insertHistory(tx, {
           ...record,
-          outputs: [],
-          success: false,
-          usage,
-          credits: 0,
-          errorCode: err.code,
-          errorMessage: err.message,
-          streamed,
-          queryDurationMs: Math.round(performance.now() - started),
+          outputs: [text],
+          toolCalls: toolRecords,
+          success: true,
+          usage: usage.totalTokens,
+          credits,
+          conversationModel: reportedModel,
+          streamed: Boolean(sink),
+          streamingFailed,
+          queryDurationMs: duration,
           createdAt: now(),
           updatedAt: now(),
         });
+        return result;
       });
-      return err;
-    };
+      open = false;
+      // the caller's cached user row (credits, credits_used: GET /api/user/me) changed with the payment
+      ctx.auth.cache.invalidateUser(auth.userId);
+      emit('', true, { usage: usage.totalTokens, credits });
 
-    // ── content filter ──
-    const verdict = await this.filter.check(body.inputs, (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
-    if (verdict.blocked) throw await fail(contentBlocked(`The input was blocked by the content filter (${verdict.reason})`));
-
-    // ── model ──
-    const sink: StreamSink | null = args.socketId ? await this.realtime.sinkFor(args.socketId, auth.userId) : null;
-    const streamId = body.id ?? 0;
-    let index = 0;
-    let streamingFailed = false;
-    let streamingError: string | undefined;
-    const emit = (chunk: string, done: boolean, extra: { usage?: number; credits?: number; error?: string } = {}) => {
-      if (!sink || streamingFailed) return;
-      try {
-        if (!sink.emit({ id: streamId, chunk, index, done, ...extra })) {
-          streamingFailed = true;
-          streamingError = 'The socket disconnected while the answer was streaming';
-          return;
-        }
-        index++;
-      } catch (err) {
-        streamingFailed = true;
-        streamingError = `Streaming failed: ${err instanceof Error ? err.message : String(err)}`;
-      }
-    };
-
-    let text = '';
-    let usage: TokenUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
-    let chargedUnits = 0;
-    let reportedModel = requestedModel;
-    const toolRecords: ToolRecord[] = [];
-    if (args.ragOnly && passages.length === 0) {
-      text = RAG_ONLY_NOTHING_FOUND;
-      emit(text, false);
-      reportedModel = 'none';
-    } else {
-      const messages: ChatMessage[] = [...prompt.messages];
-      for (let round = 0; ; round++) {
-        const offerTools = requestTools && round < MAX_TOOL_ROUNDS ? requestTools : undefined;
-        const request: ChatRequest = {
-          purpose: 'answer',
-          messages,
-          ...(institution?.conversationModel ? { model: institution.conversationModel } : {}),
-          maxTokens,
-          context: prompt.context,
-          ...(offerTools ? { tools: offerTools } : {}),
-        };
-        let result: ChatResult;
-        try {
-          result = await this.call(request, sink ? (piece) => emit(piece, false) : null, (piece) => (text += piece));
-        } catch (err) {
-          if (err instanceof UpstreamError || (err instanceof Error && err.name === 'UpstreamError')) {
-            ctx.log.warn({ err }, 'model provider failed during Q&A');
-            emit('', true, { error: 'The model provider failed' });
-            throw await fail(upstreamFailed(`The model provider failed: ${(err as Error).message}`), usage.totalTokens, Boolean(sink));
-          }
-          throw await fail(new AppError(500, 'INTERNAL', 'The answer could not be produced'), usage.totalTokens, Boolean(sink));
-        }
-        usage = { inputTokens: usage.inputTokens + result.usage.inputTokens, outputTokens: usage.outputTokens + result.usage.outputTokens, totalTokens: usage.totalTokens + result.usage.totalTokens };
-        reportedModel = result.model || requestedModel;
-        const callPrice = ctx.config.modelPrices[reportedModel] ? priceFor(reportedModel, ctx.config.modelPrices) : price;
-        chargedUnits += costOfUsage(result.usage, callPrice);
-        if (!result.toolCalls?.length || !offerTools) break;
-
-        // Tool round: run the calls, then reserve the next call's maximum before making it.
-        messages.push({ role: 'assistant', content: result.text, toolCalls: result.toolCalls });
-        for (const call of result.toolCalls) {
-          const response = await this.runToolCall(call, search, asker, institutionId ?? null, timezone);
-          toolRecords.push({ tool: call.name, arguments: parseArguments(call.arguments), response });
-          messages.push({ role: 'tool', content: response, toolCallId: call.id });
-        }
-        const more = maxCostUnits(countInputTokens(messages, prompt.context) + toolTokens, maxTokens, price);
-        if (!(await extendReservation(ctx.db, payer, more, auth.userId, historyId, now()))) {
-          // What was consumed so far is paid; the request ends as the reservation could not grow.
-          await ctx.db.transaction(async (tx) => {
-            await settleCredits(tx, payer, reserved, chargedUnits, auth.userId, historyId, now());
-            await historiesRepo.insertHistory(tx, {
-              ...record,
-              outputs: text ? [text] : [],
-              toolCalls: toolRecords,
-              success: false,
-              usage: usage.totalTokens,
-              credits: toCredits(Math.min(chargedUnits, reserved)),
-              errorCode: 'INSUFFICIENT_CREDITS',
-              errorMessage: 'Not enough credits for the next model call',
-              conversationModel: reportedModel,
-              streamed: Boolean(sink),
-              queryDurationMs: Math.round(performance.now() - started),
-              createdAt: now(),
-              updatedAt: now(),
-            });
-          });
-          ctx.auth.cache.invalidateUser(auth.userId);
-          emit('', true, { error: 'Not enough credits', usage: usage.totalTokens, credits: toCredits(Math.min(chargedUnits, reserved)) });
-          throw insufficientCredits('Not enough credits for the next model call of this answer (tool round)');
-        }
-        reserved += more;
-      }
-    }
-
-    // ── payment: the actual cost; the rest of the reservation released ──
-    const charged = Math.min(chargedUnits, reserved);
-    const credits = toCredits(charged);
-    const duration = Math.round(performance.now() - started);
-    // ── payment and history: one commit, so the ledger and the saved records always agree ──
-    const settled = await ctx.db.transaction(async (tx) => {
-      const result = await settleCredits(tx, payer, reserved, charged, auth.userId, historyId, now());
-      await historiesRepo.insertHistory(tx, {
-        ...record,
-        outputs: [text],
-        toolCalls: toolRecords,
+      return {
         success: true,
+        streamingFailed,
+        ...(streamingFailed ? { streamingError: streamingError ?? 'Streaming failed' } : {}),
+        outputs: [text],
         usage: usage.totalTokens,
         credits,
-        conversationModel: reportedModel,
-        streamed: Boolean(sink),
-        streamingFailed,
-        queryDurationMs: duration,
-        createdAt: now(),
-        updatedAt: now(),
-      });
-      return result;
-    });
-    // the caller's cached user row (credits, credits_used: GET /api/user/me) changed with the payment
-    ctx.auth.cache.invalidateUser(auth.userId);
-    emit('', true, { usage: usage.totalTokens, credits });
-
-    return {
-      success: true,
-      streamingFailed,
-      ...(streamingFailed ? { streamingError: streamingError ?? 'Streaming failed' } : {}),
-      outputs: [text],
-      usage: usage.totalTokens,
-      credits,
-      creditsUsedTotal: settled.userCreditsUsed,
-      creditsRemaining: settled.balance,
-      query_duration_ms: Math.round(performance.now() - started),
-      model: reportedModel,
-      historyId,
-      promptMode: mode,
-    };
+        creditsUsedTotal: settled.userCreditsUsed,
+        creditsRemaining: settled.balance,
+        query_duration_ms: Math.round(performance.now() - started),
+        model: reportedModel,
+        historyId,
+        promptMode: mode,
+      };
+    } catch (err) {
+      if (open) {
+        const charged = Math.min(chargedUnits, reserved);
+        await settleCredits(ctx.db, payer, reserved, charged, auth.userId, historyId, now()).then(
+          () => ctx.auth.cache.invalidateUser(auth.userId),
+          (e: unknown) => ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be settled after a failure'),
+        );
+      }
+      throw err;
+    }
   }
 
   /** One model call: streamed piece by piece to `onPiece` when streaming, else one completion. */

@@ -60,12 +60,27 @@ export async function transferCredits(
   const move = (holder: Holder, delta: number, kind: LedgerKind, tx: DbOrTx) =>
     'institution' in holder ? moveInstitutionCredits(tx, holder.institution, delta, { kind, actorUserId, refId }) : moveUserCredits(tx, holder.user, delta, { kind, actorUserId, refId });
   return db.transaction(async (tx) => {
+    await lockHolders(tx, [from, to]);
     const left = await move(from, -amount, 'transfer_out', tx);
     if (left === undefined) return undefined;
     const arrived = await move(to, amount, 'transfer_in', tx);
     if (arrived === undefined) throw new Error('transfer target vanished'); // rolls the debit back
     return { refId, from: left, to: arrived };
   });
+}
+
+/**
+ * Locks the balances a transaction is about to change, in the one order every writer of two balances
+ * follows: institutions before users (a Q&A payment from an institution's pool updates the institution,
+ * then the asking user's credits_used; an award takes from the institution, then pays the user), each
+ * kind by id. A transfer from a user to an institution would otherwise lock them the other way round and
+ * deadlock with such a payment on PostgreSQL (one of the two failed by the server).
+ */
+async function lockHolders(tx: DbOrTx, holders: Holder[]): Promise<void> {
+  const institutionIds = [...new Set(holders.flatMap((h) => ('institution' in h ? [h.institution] : [])))].sort();
+  const userIds = [...new Set(holders.flatMap((h) => ('user' in h ? [h.user] : [])))].sort();
+  if (institutionIds.length > 0) await tx.execute(sql`select id from institutions where id in (${sql.join(institutionIds.map((i) => sql`${i}`), sql`, `)}) order by id for update`);
+  if (userIds.length > 0) await tx.execute(sql`select id from users where id in (${sql.join(userIds.map((i) => sql`${i}`), sql`, `)}) order by id for update`);
 }
 
 /**
