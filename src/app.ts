@@ -356,7 +356,7 @@ async function invalidationChannelFor<E>(config: AppConfig, app: App, name: stri
     url: config.redisUrl,
     channel: name,
     resetEvent,
-    onError: (err) => app.log.warn({ err, channel: name }, 'invalidation channel (Redis) error; caches are dropped on reconnect'),
+    onError: (err) => app.log.warn({ err, channel: name }, 'invalidation channel (Redis) error; caches are dropped on reconnect, and other nodes are told to drop theirs after a lost publish'),
   });
 }
 

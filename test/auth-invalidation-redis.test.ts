@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { RedisInvalidationChannel } from '../src/platform/invalidation-redis.js';
 import type { AuthInvalidation } from '../src/modules/identity/auth-cache.js';
 import { bearer, login, makeAccount, makeInstitution, makeUser, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
+import { CuttableProxy } from './support/cuttable-proxy.js';
 import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
 
 // Without redis-server the suite is skipped with this reason, except in CI (.ci/run installs it).
@@ -99,6 +100,41 @@ describe('auth invalidation over Redis pub/sub (a real redis-server on 127.0.0.1
     } finally {
       await x.close();
       await y.close();
+    }
+  });
+
+  test('a publish that fails while Redis is out of reach is followed by a reset to the other nodes once it is back', async () => {
+    // x reaches Redis through a proxy the test cuts; y's connections never drop, so y sees no gap of its own
+    const { port } = new URL(redis.url);
+    const proxy = new CuttableProxy('127.0.0.1', Number(port));
+    await proxy.start();
+    const errors: unknown[] = [];
+    const x = await RedisInvalidationChannel.connect<AuthInvalidation>({
+      url: `redis://127.0.0.1:${proxy.port}`,
+      channel: 'test-owed',
+      resetEvent: { kind: 'all' },
+      onError: (err) => errors.push(err),
+    });
+    const y = await RedisInvalidationChannel.connect<AuthInvalidation>({ url: redis.url, channel: 'test-owed', resetEvent: { kind: 'all' } });
+    const fromY: AuthInvalidation[] = [];
+    y.subscribe((e) => fromY.push(e));
+    try {
+      proxy.cut();
+      await new Promise((r) => setTimeout(r, 300)); // x knows its link is down: the publish waits in its offline queue
+      x.publish({ kind: 'user', id: 'u2' }); // lost: Redis stays out of x's reach beyond the publish's retries
+      // ioredis gives the publish up after its reconnect attempts (maxRetriesPerRequest), a few seconds
+      for (const deadline = Date.now() + 20_000; !errors.some((e) => /max retries/i.test(String((e as Error).message))); ) {
+        assert.ok(Date.now() < deadline, `the publish fails within 20 s: ${errors.map((e) => String((e as Error).message)).join(' | ')}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(fromY.length, 0, 'y has heard nothing');
+      proxy.restore();
+      await eventually(async () => fromY.some((e) => e.kind === 'all'), 'y is told to drop everything once x reaches Redis again');
+    } finally {
+      await x.close();
+      await y.close();
+      await proxy.stop();
     }
   });
 });

@@ -33,11 +33,15 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
   private readonly sub: Redis;
   private subscribedOnce = false;
   private closed = false;
+  /** A publish failed: the other nodes missed an event, so a reset is owed to them (sent when Redis answers again). */
+  private owedReset = false;
+  private owedTimer: NodeJS.Timeout | undefined;
 
   private constructor(private readonly options: RedisChannelOptions<E>) {
     const common = { lazyConnect: true, maxRetriesPerRequest: 2, enableOfflineQueue: true } as const;
     this.pub = new Redis(options.url, common);
-    this.sub = new Redis(options.url, common);
+    // re-subscribed by hand after a reconnect (below), so that the reset follows the subscription
+    this.sub = new Redis(options.url, { ...common, autoResubscribe: false });
     const onError = options.onError ?? (() => undefined);
     this.pub.on('error', onError);
     this.sub.on('error', onError);
@@ -52,13 +56,23 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
       }
       if (envelope.origin !== this.origin) this.deliver(envelope.event);
     });
-    // ioredis re-subscribes by itself after a reconnect; whatever was published meanwhile is lost.
+    // After a reconnect: whatever was published meanwhile is lost, so subscribers drop everything, but only
+    // once the subscription is back (ioredis reports 'ready' before it would re-subscribe by itself: a
+    // cache refilled in between could keep what an event published in that gap changed).
     this.sub.on('ready', () => {
-      if (this.subscribedOnce && !this.closed) this.deliver(options.resetEvent);
+      if (!this.subscribedOnce || this.closed) return;
+      this.sub.subscribe(options.channel).then(
+        () => this.deliver(options.resetEvent),
+        (err: unknown) => {
+          onError(err);
+          // the connection is gone again: its 'close' resets, and the next 'ready' subscribes
+        },
+      );
     });
     this.sub.on('close', () => {
       if (this.subscribedOnce && !this.closed) this.deliver(options.resetEvent);
     });
+    this.pub.on('ready', () => this.payOwedReset());
   }
 
   /** Connects both connections and subscribes; fails if Redis cannot be reached. */
@@ -77,8 +91,44 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
 
   publish(event: E): void {
     this.deliver(event);
+    this.send(event);
+  }
+
+  private send(event: E): void {
     const envelope: Envelope<E> = { origin: this.origin, event };
-    this.pub.publish(this.options.channel, JSON.stringify(envelope)).catch((err: unknown) => this.options.onError?.(err));
+    this.pub.publish(this.options.channel, JSON.stringify(envelope)).catch((err: unknown) => {
+      this.options.onError?.(err);
+      this.oweReset();
+    });
+  }
+
+  /**
+   * A publish that failed leaves the other nodes with what it invalidated (their subscriptions may never
+   * have dropped, so they see no gap): a reset is sent to them as soon as Redis takes a publish again, on
+   * the publishing connection's next 'ready' and, until it goes out, every second.
+   */
+  private oweReset(): void {
+    if (this.closed) return;
+    this.owedReset = true;
+    this.owedTimer ??= setInterval(() => this.payOwedReset(), 1000).unref();
+  }
+
+  private payOwedReset(): void {
+    if (!this.owedReset || this.closed) return;
+    this.owedReset = false;
+    const envelope: Envelope<E> = { origin: this.origin, event: this.options.resetEvent };
+    this.pub.publish(this.options.channel, JSON.stringify(envelope)).then(
+      () => {
+        if (!this.owedReset) {
+          clearInterval(this.owedTimer);
+          this.owedTimer = undefined;
+        }
+      },
+      (err: unknown) => {
+        this.options.onError?.(err);
+        this.owedReset = true;
+      },
+    );
   }
 
   subscribe(handler: (event: E) => void): () => void {
@@ -89,6 +139,7 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.owedTimer);
     this.handlers.clear();
     await Promise.allSettled([this.pub.quit(), this.sub.quit()]);
     this.pub.disconnect();
