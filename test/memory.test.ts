@@ -360,6 +360,36 @@ test('memory cache: bounded by rows held (oldest entry first), stale loads not s
   cache.close();
 });
 
+test('memory cache: two misses of one key count its rows once; empty lists count against the bound', async () => {
+  const bus = new LocalInvalidationBus();
+  const cache = new MemoryCache(bus, 10);
+  const rows = (n: number) => Array.from({ length: n }, () => ({ id: newId() }) as unknown as MemoryWithInstitution);
+  let loads = 0;
+  const load = (n: number) => async () => {
+    loads++;
+    await new Promise((r) => setImmediate(r));
+    return rows(n);
+  };
+  // two requests of one user miss together: both load, the second replaces the first
+  await Promise.all([cache.personalOf('u1', load(5)), cache.personalOf('u1', load(5))]);
+  await cache.personalOf('u2', load(5)); // 5 + 5 = 10 rows: both fit (counted twice, u1 would be evicted)
+  await cache.personalOf('u1', load(5));
+  await cache.personalOf('u2', load(5));
+  assert.equal(loads, 3, 'u1 and u2 both held');
+  cache.close();
+
+  const small = new MemoryCache(bus, 2);
+  let empties = 0;
+  const empty = async () => {
+    empties++;
+    return rows(0);
+  };
+  for (const id of ['e1', 'e2', 'e3']) await small.sharedOf(id, empty);
+  await small.sharedOf('e1', empty); // three empty lists against a bound of 2: the oldest went
+  assert.equal(empties, 4);
+  small.close();
+});
+
 test('merging the lists of GET /api/user/memory gives the order of sorting them, limit included', () => {
   // times in few distinct milliseconds (many ties, broken by id); ids not in time order half the time
   let seed = 7;

@@ -12,7 +12,7 @@ import type { MemoryWithInstitution } from './memory.repository.js';
  * - institution: its name/ainame/picture are part of the shared rows, and deleting it deletes them;
  * - user: deleting a user deletes the shared rows they wrote anywhere: every shared entry goes.
  * A load that started before an invalidation does not store its result (generation counter). Bounded by
- * the number of rows held (200,000 by default), the oldest entries going first.
+ * the number of rows held (200,000 by default; an empty list counts as one), the oldest entries going first.
  */
 export class MemoryCache {
   private readonly personal = new Map<string, readonly MemoryWithInstitution[]>();
@@ -55,15 +55,17 @@ export class MemoryCache {
     if (hit) return hit;
     const generation = this.generation;
     const rows = await load();
-    if (generation === this.generation && rows.length <= this.maxRows) {
-      while (this.rowCount + rows.length > this.maxRows) {
+    if (generation === this.generation && weight(rows) <= this.maxRows) {
+      // two misses of one key load it twice: the second replaces the first, which is no longer counted
+      this.remove(map, key);
+      while (this.rowCount + weight(rows) > this.maxRows) {
         const from = this.personal.size >= this.shared.size ? this.personal : this.shared;
         const oldest = from.keys().next().value;
         if (oldest === undefined) break;
         this.remove(from, oldest);
       }
       map.set(key, rows);
-      this.rowCount += rows.length;
+      this.rowCount += weight(rows);
     }
     return rows;
   }
@@ -71,14 +73,17 @@ export class MemoryCache {
   private drop(map: Map<string, readonly MemoryWithInstitution[]>, key: string): void {
     this.generation++;
     if (key !== ALL_RECORDS) return this.remove(map, key);
-    for (const rows of map.values()) this.rowCount -= rows.length;
+    for (const rows of map.values()) this.rowCount -= weight(rows);
     map.clear();
   }
 
   private remove(map: Map<string, readonly MemoryWithInstitution[]>, key: string): void {
     const rows = map.get(key);
     if (!rows) return;
-    this.rowCount -= rows.length;
+    this.rowCount -= weight(rows);
     map.delete(key);
   }
 }
+
+/** What an entry counts against the bound: its rows, and an empty list one (so that empty lists are bounded too). */
+const weight = (rows: readonly MemoryWithInstitution[]): number => Math.max(1, rows.length);
