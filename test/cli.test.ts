@@ -83,6 +83,32 @@ describe('CLI', () => {
     }
   });
 
+  test('create-admin resetting the password of an existing user ends their sessions', async () => {
+    await run('create-admin', '--email', 'reset@example.com', '--password', 'reset-password-1');
+    let app = await buildApp({ config: testConfig(dataDir, env()) });
+    let session: { accessToken: string; refreshToken: string };
+    try {
+      const res = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'reset@example.com', password: 'reset-password-1' } });
+      assert.equal(res.statusCode, 200, res.body);
+      session = res.json();
+    } finally {
+      await app.close();
+    }
+    const again = await run('create-admin', '--email', 'reset@example.com', '--password', 'reset-password-2');
+    assert.match(again.output, /password reset/);
+    app = await buildApp({ config: testConfig(dataDir, env()) });
+    try {
+      const me = await app.inject({ method: 'GET', url: '/api/user/me', headers: { authorization: `Bearer ${session.accessToken}` } });
+      assert.equal(me.statusCode, 401, me.body);
+      const refreshed = await app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: session.refreshToken } });
+      assert.equal(refreshed.statusCode, 401, refreshed.body);
+      const fresh = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'reset@example.com', password: 'reset-password-2' } });
+      assert.equal(fresh.statusCode, 200, fresh.body);
+    } finally {
+      await app.close();
+    }
+  });
+
   test('a second process (or handle) cannot open an embedded database that is in use', async () => {
     const app = await buildApp({ config: testConfig(dataDir, env()) });
     try {

@@ -1,6 +1,7 @@
 import type { AppContext } from '../../context.js';
 import type { DbOrTx } from '../../db/client.js';
 import { newId } from '../../shared/ids.js';
+import { endCredentials } from '../identity/credentials.js';
 import { findUserByEmail, updateUser } from '../identity/identity.repository.js';
 import { hashPassword } from '../identity/passwords.js';
 import { countUsers, insertAccount, insertUser } from './tenancy.repository.js';
@@ -14,6 +15,9 @@ export async function createSuperadmin(db: DbOrTx, email: string, password: stri
   const existing = await findUserByEmail(db, email);
   if (existing) {
     await updateUser(db, existing.id, { role: 'superadmin', passwordHash, status: 'active' }, now);
+    // a password reset: the sessions, trusted devices and open MFA challenges of the old one end with it
+    // (a running server's auth cache re-reads them within AUTH_CACHE_TTL_SECONDS)
+    await endCredentials(db, existing.id, 'password reset (create-admin)', now);
     return { id: existing.id, created: false };
   }
   const account = await insertAccount(db, { id: newId(), name: 'Platform', managerEmail: email });
