@@ -258,6 +258,30 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     await assert.rejects(openSocket(ending.accessToken), /UNAUTHENTICATED/);
   });
 
+  test('a logout that commits while a socket handshake reads its session: the socket is refused', async () => {
+    const session = await login(t.app, w.userA1.email);
+    const cache = t.app.ctx.auth.cache;
+    const get = cache.get.bind(cache);
+    let armed = true;
+    // the handshake's read of the session completes (live), then the logout commits and invalidates before the
+    // handshake goes on: the order a slower database (or another node's logout) gives
+    cache.get = (async (...args: Parameters<typeof cache.get>) => {
+      const entry = await get(...args);
+      if (armed) {
+        armed = false;
+        const out = await t.app.inject({ method: 'POST', url: '/api/auth/logout', headers: bearer(session.accessToken) });
+        assert.equal(out.statusCode, 200, out.body);
+      }
+      return entry;
+    }) as typeof cache.get;
+    try {
+      await assert.rejects(openSocket(session.accessToken), /UNAUTHENTICATED/);
+      assert.equal(armed, false);
+    } finally {
+      cache.get = get;
+    }
+  });
+
   test('a socket that disconnects mid-answer: streamingFailed with streamingError, and the full output', async () => {
     stub.setChatHandler(() => ({ content: Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ') }));
     stub.streamChunkDelayMs(15);

@@ -5,7 +5,7 @@ import type { AppContext } from '../../context.js';
 import type { App } from '../../http/types.js';
 import { AppError } from '../../shared/errors.js';
 import type { AuthInvalidation } from '../identity/auth-cache.js';
-import { resolveAuth, resolveSession } from '../identity/auth-context.js';
+import { resolveAuth, resolveSession, type AuthContext } from '../identity/auth-context.js';
 
 /** The event a Q&A answer streams on, and its payload (contract §6). */
 export const RECEIVE_STREAM = 'RECEIVE_STREAM';
@@ -59,6 +59,8 @@ export async function loadRedisAdapterModules(): Promise<RedisAdapterModules> {
 export class RealtimeGateway {
   readonly io: Server;
   private readonly redis: Redis[] = [];
+  /** Auth invalidations seen so far (a handshake compares the count before and after reading its session). */
+  private invalidations = 0;
 
   constructor(
     app: App,
@@ -87,7 +89,18 @@ export class RealtimeGateway {
       const raw = (socket.handshake.auth as { token?: unknown } | undefined)?.token;
       const token = typeof raw === 'string' ? raw.replace(/^Bearer\s+/iu, '').trim() : '';
       if (!token) return next(Object.assign(new Error('UNAUTHENTICATED'), { data: { message: 'Missing access token: connect with auth: {token}' } }));
-      resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now(), ctx.auth).then(
+      // An invalidation while the session is read (a logout committing meanwhile) does not reach this socket:
+      // recheck() passes over sockets still in their handshake. So while one came, the session is read again.
+      const authenticate = async (): Promise<AuthContext> => {
+        let seen = this.invalidations;
+        let auth = await resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now(), ctx.auth);
+        while (this.invalidations !== seen) {
+          seen = this.invalidations;
+          auth = await resolveSession(ctx.db, auth, ctx.clock.now(), ctx.auth);
+        }
+        return auth;
+      };
+      authenticate().then(
         (auth) => {
           (socket.data as SocketData) = { userId: auth.userId, sessionId: auth.sessionId, institutionId: auth.institutionId };
           next();
@@ -99,7 +112,10 @@ export class RealtimeGateway {
         },
       );
     });
-    const stopWatching = ctx.auth.cache.onInvalidation((event) => this.recheck(event));
+    const stopWatching = ctx.auth.cache.onInvalidation((event) => {
+      this.invalidations++;
+      this.recheck(event);
+    });
     // Sockets are closed before the HTTP server drains, or their long-lived connections would hold it open.
     app.addHook('preClose', async () => {
       stopWatching();
@@ -116,7 +132,7 @@ export class RealtimeGateway {
     const bySession = new Map<string, Socket[]>();
     for (const socket of this.io.sockets.sockets.values()) {
       const data = socket.data as SocketData | undefined;
-      if (!data?.sessionId) continue; // still in its handshake: that reads the session after this write
+      if (!data?.sessionId) continue; // still in its handshake: it reads the session again (see the middleware)
       if (event.kind === 'session' && data.sessionId !== event.id) continue;
       if (event.kind === 'user' && data.userId !== event.id) continue;
       const group = bySession.get(data.sessionId);
