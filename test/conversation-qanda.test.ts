@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
 import { io as connect, type Socket as ClientSocket } from 'socket.io-client';
 import { rowsOf } from '../src/db/client.js';
-import { reserveCredits, balanceOf } from '../src/modules/conversation/credits.repository.js';
+import { extendReservation, reserveCredits, balanceOf, settleCredits, ReservationClosedError } from '../src/modules/conversation/credits.repository.js';
+import { RESERVATION_STALE_MS, ReservationSweep } from '../src/modules/conversation/reservation-sweep.js';
 import { RAG_ONLY_NOTHING_FOUND } from '../src/modules/conversation/qanda.service.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
@@ -683,6 +684,35 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
            and not exists (select 1 from credit_ledger r where r.ref_id = l.ref_id and r.kind = 'release')`,
     );
     assert.equal(open!.n, 0, 'every reservation was released');
+  });
+
+  test('a reservation left open by a request that died is released whole by the sweep, once; a settlement after that changes nothing', async () => {
+    const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Sweep', ainame: 'S' });
+    await t.database.db.execute(sql`update institutions set credits = 10 where id = ${inst.id}`);
+    const payer = { kind: 'institution' as const, institutionId: inst.id, accountId: w.accountA.id };
+    const old = new Date(Date.now() - RESERVATION_STALE_MS - 60_000);
+    // a request reserved, grew its reservation for a tool round, and its process died: nothing settled it
+    assert.equal(await reserveCredits(t.database.db, payer, 20_000, w.userA1.id, 'died-1', old), 8);
+    assert.equal(await extendReservation(t.database.db, payer, 10_000, w.userA1.id, 'died-1', old), true);
+    // a recent one (a request still running) is left alone
+    assert.equal(await reserveCredits(t.database.db, payer, 5_000, w.userA1.id, 'running-1', new Date()), 6.5);
+    const logs: string[] = [];
+    const log = { warn: (_o: object, m: string) => void logs.push(m), error: (o: object, m: string) => void logs.push(`${m} ${JSON.stringify(o)}`) } as never;
+    const sweep = new ReservationSweep(t.database.db, { now: () => new Date() }, log);
+    await sweep.run();
+    assert.equal(await balanceOf(t.database.db, payer), 9.5, 'the dead request\'s 3 credits are back; the running one\'s 0.5 still held');
+    assert.deepEqual((await ledgerOf('died-1')).map((l) => [l.kind, Number(l.delta)]).sort(), [['release', 3], ['reserve', -1], ['reserve', -2]]);
+    assert.deepEqual(logs, ['released credit reservations of requests that ended without settling them']);
+    // once: a second sweep, and the request's own settlement arriving late, change nothing
+    await sweep.run();
+    await assert.rejects(settleCredits(t.database.db, payer, 30_000, 10_000, w.userA1.id, 'died-1', new Date()), ReservationClosedError);
+    assert.equal(await balanceOf(t.database.db, payer), 9.5);
+    assert.equal((await ledgerOf('died-1')).length, 3);
+    // the running one settles normally
+    await settleCredits(t.database.db, payer, 5_000, 1_000, w.userA1.id, 'running-1', new Date());
+    assert.equal(await balanceOf(t.database.db, payer), 9.9);
+    const open = await rowsOf(t.database.db, sql`select ref_id from credit_reservations where ref_id in ('died-1', 'running-1')`);
+    assert.equal(open.length, 0);
   });
 
   test('the reservation is one statement (guarded UPDATE and its ledger row in one CTE): an amount above the balance changes nothing, the exact balance empties it', async () => {

@@ -96,3 +96,25 @@ test('0010 puts every graph edge in code point order; a pair held both ways keep
     await pg.close();
   }
 });
+
+test('0011 records the reservations left open before it (a reserve without a release), so that the sweep ends them', async () => {
+  const pg = await PGlite.create({ extensions: { vector, pg_trgm } });
+  try {
+    const at = tags.indexOf('0011_credit_reservations');
+    assert.ok(at > 0);
+    for (const tag of tags.slice(0, at)) await apply(pg, tag);
+    await pg.exec(`set session_replication_role = replica`); // ledger rows of holders that are not there
+    await pg.exec(`insert into credit_ledger (id, account_id, institution_id, delta, kind, actor_user_id, ref_id, created_at) values
+      ('l1', 'a1', 'i1', -2, 'reserve', 'u1', 'open-1', '2026-01-01T00:00:00Z'),
+      ('l2', 'a1', 'i1', -1, 'reserve', 'u1', 'open-1', '2026-01-01T00:01:00Z'),
+      ('l3', 'a1', 'i1', -1, 'reserve', 'u1', 'done-1', '2026-01-01T00:00:00Z'),
+      ('l4', 'a1', 'i1', 1, 'release', 'u1', 'done-1', '2026-01-01T00:02:00Z'),
+      ('l5', 'a1', 'i1', -0.5, 'charge', 'u1', 'done-1', '2026-01-01T00:02:00Z')`);
+    await apply(pg, tags[at]!); // still without foreign-key checks: the holders are not there
+    await pg.exec(`set session_replication_role = origin`);
+    const rows = (await pg.query(`select ref_id, institution_id, user_id, actor_user_id, amount::text as amount, updated_at::text as at from credit_reservations`)).rows;
+    assert.deepEqual(rows, [{ ref_id: 'open-1', institution_id: 'i1', user_id: null, actor_user_id: 'u1', amount: '3.0000', at: '2026-01-01 00:01:00+00' }]);
+  } finally {
+    await pg.close();
+  }
+});

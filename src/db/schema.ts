@@ -403,6 +403,30 @@ export const creditLedger = pgTable(
   ],
 );
 
+/**
+ * The Q&A reservations not yet settled, one row per request (its ref_id, the history id): written by the
+ * statement that reserves (and grows with each tool round), deleted by the statement that settles, so a
+ * reservation is settled at most once, and one left by a process that died is found and released by the
+ * reservation sweep (conversation/credits.repository.ts).
+ */
+export const creditReservations = pgTable(
+  'credit_reservations',
+  {
+    refId: text('ref_id').primaryKey(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    /** the payer: the user's own balance, or the institution's pool */
+    userId: text('user_id').references(() => users.id, { onDelete: 'cascade' }),
+    institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'cascade' }),
+    actorUserId: text('actor_user_id').notNull(),
+    amount: numeric('amount', { precision: 20, scale: 4, mode: 'number' }).notNull(),
+    createdAt: created(),
+    updatedAt: updated(),
+  },
+  (t) => [index('credit_reservations_updated_idx').on(t.updatedAt)],
+);
+
 /** A user's creditAward from an institution is paid once per (user, institution), ever: the primary key enforces it. */
 export const creditAwards = pgTable(
   'credit_awards',

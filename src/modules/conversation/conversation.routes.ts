@@ -4,6 +4,7 @@ import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
 import { errorResponses, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import type { RealtimeGateway } from '../realtime/gateway.js';
+import { ReservationSweep } from './reservation-sweep.js';
 import {
   AdminAssistantsBody,
   AdminAssistantsResponse,
@@ -42,6 +43,10 @@ const QANDA_DESCRIPTION =
 /** Conversation: the Q&A endpoints, assistants, histories and their admin listings (contract §6). */
 export async function conversationRoutes(app: App, ctx: AppContext, realtime: RealtimeGateway): Promise<void> {
   const qanda = new QandaService(ctx, realtime);
+  // Reservations whose request died with its process are released in the background of every node.
+  const sweep = new ReservationSweep(ctx.db, ctx.clock, ctx.log);
+  app.addHook('onReady', async () => sweep.start());
+  app.addHook('preClose', async () => sweep.stop());
   const assistants = new AssistantsService(ctx);
   const histories = new HistoriesService(ctx);
   const authenticated = requireAuth(ctx);

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { newId } from '../../shared/ids.js';
-import { unitsToDecimal } from './pricing.js';
+import { decimalToUnits, unitsToDecimal } from './pricing.js';
 
 /** Whose balance pays a Q&A request: the institution's pool, or the asking user's own credits. */
 export type Payer = { kind: 'institution'; institutionId: string; accountId: string } | { kind: 'user'; userId: string; accountId: string };
@@ -35,6 +35,12 @@ export async function reserveCredits(db: DbOrTx, payer: Payer, units: number, ac
         ), logged as (
           insert into credit_ledger (id, account_id, user_id, institution_id, delta, kind, actor_user_id, ref_id, created_at)
           select v.* from (values ${ledgerValues(payer, 'reserve', -units, actorUserId, refId, now)}) v, moved
+        ), opened as (
+          insert into credit_reservations (ref_id, account_id, user_id, institution_id, actor_user_id, amount, created_at, updated_at)
+          select ${refId}, ${payer.accountId}, ${ledgerUser(payer)}::text, ${ledgerInstitution(payer)}::text, ${actorUserId}, ${amount}::numeric,
+                 ${now.toISOString()}::timestamptz, ${now.toISOString()}::timestamptz
+            from moved
+          on conflict (ref_id) do update set amount = credit_reservations.amount + excluded.amount, updated_at = excluded.updated_at
         )
         select credits from moved`,
   );
@@ -74,18 +80,23 @@ export async function settleCredits(db: DbOrTx, payer: Payer, reservedUnits: num
   // The asking user's own consumption total, when the institution pays (when the user pays, `moved` is that row).
   const used =
     payer.kind === 'institution'
-      ? sql`, used as (update users set credits_used = credits_used + ${spent}::numeric where id = ${userId} returning credits_used)`
+      ? sql`, used as (update users set credits_used = credits_used + ${spent}::numeric where id = ${userId} and exists (select 1 from closed) returning credits_used)`
       : sql``;
+  // The open reservation is deleted by the same statement: only the statement that deletes it moves the
+  // balance, so a reservation is settled once however many try (a sweep, a retry).
   const rows = await rowsOf<{ credits: string; credits_used: string; user_used: string | null }>(
     db,
-    sql`with moved as (
+    sql`with closed as (
+          delete from credit_reservations where ref_id = ${refId} returning ref_id
+        ), moved as (
           update ${balanceTable(payer)} set credits = credits + ${back}::numeric, credits_used = credits_used + ${spent}::numeric
-           where id = ${payerId(payer)}
+           where id = ${payerId(payer)} and exists (select 1 from closed)
        returning credits, credits_used
         )${log}${used}
         select moved.credits, moved.credits_used, ${payer.kind === 'institution' ? sql`(select credits_used from used)` : sql`null`} as user_used from moved`,
   );
   const row = rows[0];
+  if (!row && reservedUnits > 0) throw new ReservationClosedError(refId);
   return {
     balance: Number(row?.credits ?? 0),
     userCreditsUsed: Number((payer.kind === 'institution' ? row?.user_used : row?.credits_used) ?? 0),
@@ -100,6 +111,40 @@ export async function releaseCredits(db: DbOrTx, payer: Payer, reservedUnits: nu
 /** Grows an open reservation by `units` (another model call of the same request), with the same guard. */
 export async function extendReservation(db: DbOrTx, payer: Payer, units: number, actorUserId: string, refId: string, now: Date): Promise<boolean> {
   return (await reserveCredits(db, payer, units, actorUserId, refId, now)) !== null;
+}
+
+/** A settlement found no open reservation: it was settled already (a sweep after the request outlived it), or its payer is gone. */
+export class ReservationClosedError extends Error {
+  override name = 'ReservationClosedError';
+  constructor(readonly refId: string) {
+    super(`credit reservation ${refId} is not open`);
+  }
+}
+
+/**
+ * Releases whole every reservation not renewed since `before` (its request ended without settling it:
+ * the process died during the answer), at most `limit`, through settleCredits (a release ledger row each;
+ * one that a request settles meanwhile is passed over). Returns how many were released.
+ */
+export async function releaseStaleReservations(db: DbOrTx, before: Date, now: Date, limit = 100): Promise<number> {
+  const stale = await rowsOf<{ ref_id: string; account_id: string; user_id: string | null; institution_id: string | null; actor_user_id: string; amount: string }>(
+    db,
+    sql`select ref_id, account_id, user_id, institution_id, actor_user_id, amount::text as amount from credit_reservations
+         where updated_at < ${before.toISOString()}::timestamptz order by updated_at limit ${limit}`,
+  );
+  let released = 0;
+  for (const r of stale) {
+    const payer: Payer = r.institution_id
+      ? { kind: 'institution', institutionId: r.institution_id, accountId: r.account_id }
+      : { kind: 'user', userId: r.user_id!, accountId: r.account_id };
+    try {
+      await settleCredits(db, payer, decimalToUnits(r.amount), 0, r.actor_user_id, r.ref_id, now);
+      released++;
+    } catch (err) {
+      if (!(err instanceof ReservationClosedError)) throw err;
+    }
+  }
+  return released;
 }
 
 export async function balanceOf(db: DbOrTx, payer: Payer): Promise<number> {

@@ -12,6 +12,14 @@ export const unitsToDecimal = (units: number): string => {
   return `${sign}${Math.floor(abs / UNITS_PER_CREDIT)}.${String(abs % UNITS_PER_CREDIT).padStart(4, '0')}`;
 };
 
+/** The units of a decimal credit amount as SQL returns it (`12.3400`, `-0.5000`), exactly: parsed as digits, not as a float. */
+export const decimalToUnits = (text: string): number => {
+  const m = /^(-?)(\d+)(?:\.(\d{0,4}))?$/.exec(text.trim());
+  if (!m) throw new Error(`not a credit amount: ${text}`);
+  const units = Number(m[2]) * UNITS_PER_CREDIT + Number((m[3] ?? '').padEnd(4, '0'));
+  return m[1] ? -units : units;
+};
+
 /** The price of a model: its MODEL_PRICES entry, else the "*" entry, else 1 / 2 credits per 1k tokens. */
 export function priceFor(model: string, prices: Record<string, ModelPrice>): ModelPrice {
   return prices[model] ?? prices['*'] ?? { input: 1, output: 2 };

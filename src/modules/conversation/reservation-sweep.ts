@@ -1,0 +1,62 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Db } from '../../db/client.js';
+import type { Clock } from '../../shared/clock.js';
+import { releaseStaleReservations } from './credits.repository.js';
+
+/**
+ * How long a Q&A reservation may go without being settled or renewed before it is released: longer than
+ * any request can take (LLM_TIMEOUT_MS is at most 10 minutes a call, and a request makes at most four
+ * calls, each renewing it when it grows); a request that outlives it anyway finds it settled and fails.
+ */
+export const RESERVATION_STALE_MS = 2 * 60 * 60 * 1000;
+/** How often each node looks for stale reservations (and once when it starts). */
+export const RESERVATION_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
+
+/**
+ * Releases the credit reservations of requests that ended without settling them: the process that
+ * answered died (a crash, a kill) between the reservation and the payment. Each is released whole, with
+ * its ledger row, once (settling deletes the open reservation in the same statement), whichever node
+ * finds it first.
+ */
+export class ReservationSweep {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.run(), RESERVATION_SWEEP_INTERVAL_MS).unref();
+    void this.run();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** One pass (exported for tests through the class); a pass already running is not started twice. */
+  run(): Promise<void> {
+    this.running ??= this.pass().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async pass(): Promise<void> {
+    try {
+      const now = this.clock.now();
+      let released = 0;
+      for (let batch = await releaseStaleReservations(this.db, new Date(now.getTime() - RESERVATION_STALE_MS), now); batch > 0; ) {
+        released += batch;
+        batch = await releaseStaleReservations(this.db, new Date(now.getTime() - RESERVATION_STALE_MS), now);
+      }
+      if (released > 0) this.log.warn({ released }, 'released credit reservations of requests that ended without settling them');
+    } catch (err) {
+      this.log.error({ err }, 'releasing stale credit reservations failed; trying again at the next sweep');
+    }
+  }
+}
