@@ -329,10 +329,12 @@ describe('memory parameters', () => {
   });
 });
 
+/** n memory rows (only their identity matters to the cache). */
+const rows = (n: number) => Array.from({ length: n }, () => ({ id: newId() }) as unknown as MemoryWithInstitution);
+
 test('memory cache: bounded by rows held (oldest entry first), stale loads not stored', async () => {
   const bus = new LocalInvalidationBus();
   const cache = new MemoryCache(bus, 3);
-  const rows = (n: number) => Array.from({ length: n }, () => ({ id: newId() }) as unknown as MemoryWithInstitution);
   let loads = 0;
   const load = (n: number) => async () => {
     loads++;
@@ -363,7 +365,6 @@ test('memory cache: bounded by rows held (oldest entry first), stale loads not s
 test('memory cache: two misses of one key count its rows once; empty lists count against the bound', async () => {
   const bus = new LocalInvalidationBus();
   const cache = new MemoryCache(bus, 10);
-  const rows = (n: number) => Array.from({ length: n }, () => ({ id: newId() }) as unknown as MemoryWithInstitution);
   let loads = 0;
   const load = (n: number) => async () => {
     loads++;

@@ -20,6 +20,19 @@ async function apply(pg: PGlite, tag: string): Promise<void> {
   }
 }
 
+/** A fresh database migrated up to (not including) `tag`, handed to `body`, then closed; `body` gets the index of `tag`. */
+async function beforeMigration(tag: string, body: (pg: PGlite, at: number) => Promise<void>): Promise<void> {
+  const pg = await PGlite.create({ extensions: { vector, pg_trgm } });
+  try {
+    const at = tags.indexOf(tag);
+    assert.ok(at > 0, `${tag} is in the journal`);
+    for (const earlier of tags.slice(0, at)) await apply(pg, earlier);
+    await body(pg, at);
+  } finally {
+    await pg.close();
+  }
+}
+
 const vectorText = (dims: number, seed: number) => `[${Array.from({ length: dims }, (_, i) => ((i * 7 + seed) % 13) / 16 - 0.375).join(',')}]`;
 
 for (const dims of [384, 3]) {
@@ -71,11 +84,7 @@ for (const dims of [384, 3]) {
 }
 
 test('0010 puts every graph edge in code point order; a pair held both ways keeps its code point row', async () => {
-  const pg = await PGlite.create({ extensions: { vector, pg_trgm } });
-  try {
-    const at = tags.indexOf('0010_graph_edges_code_point_order');
-    assert.ok(at > 0);
-    for (const tag of tags.slice(0, at)) await apply(pg, tag);
+  await beforeMigration('0010_graph_edges_code_point_order', async (pg, at) => {
     await pg.exec(`set session_replication_role = replica`);
     // before 0009 a database in en_US order stored (éclair, zebra); in code point order é (U+00E9) comes after z.
     // u1: only the old row. u2: the old row and the row a chunk edit recomputed since (its weight is the true one).
@@ -92,17 +101,11 @@ test('0010 puts every graph edge in code point order; a pair held both ways keep
       { upload_id: 'u2', a: 'zebra', b: 'éclair', weight: 3 },
       { upload_id: 'u3', a: 'NACA', b: 'wing', weight: 4 },
     ]);
-  } finally {
-    await pg.close();
-  }
+  });
 });
 
 test('0011 records the reservations left open before it (a reserve without a release), so that the sweep ends them', async () => {
-  const pg = await PGlite.create({ extensions: { vector, pg_trgm } });
-  try {
-    const at = tags.indexOf('0011_credit_reservations');
-    assert.ok(at > 0);
-    for (const tag of tags.slice(0, at)) await apply(pg, tag);
+  await beforeMigration('0011_credit_reservations', async (pg, at) => {
     await pg.exec(`set session_replication_role = replica`); // ledger rows of holders that are not there
     await pg.exec(`insert into credit_ledger (id, account_id, institution_id, delta, kind, actor_user_id, ref_id, created_at) values
       ('l1', 'a1', 'i1', -2, 'reserve', 'u1', 'open-1', '2026-01-01T00:00:00Z'),
@@ -114,7 +117,5 @@ test('0011 records the reservations left open before it (a reserve without a rel
     await pg.exec(`set session_replication_role = origin`);
     const rows = (await pg.query(`select ref_id, institution_id, user_id, actor_user_id, amount::text as amount, updated_at::text as at from credit_reservations`)).rows;
     assert.deepEqual(rows, [{ ref_id: 'open-1', institution_id: 'i1', user_id: null, actor_user_id: 'u1', amount: '3.0000', at: '2026-01-01 00:01:00+00' }]);
-  } finally {
-    await pg.close();
-  }
+  });
 });
