@@ -385,8 +385,9 @@ export const creditLedger = pgTable(
     accountId: text('account_id')
       .notNull()
       .references(() => accounts.id, { onDelete: 'cascade' }),
-    userId: text('user_id').references(() => users.id, { onDelete: 'cascade' }),
-    institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'cascade' }),
+    /** the holder (a user's or an institution's balance); null once the holder is deleted: its history stays */
+    userId: text('user_id').references(() => users.id, { onDelete: 'set null' }),
+    institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'set null' }),
     delta: numeric('delta', { precision: 20, scale: 4, mode: 'number' }).notNull(),
     kind: text('kind').notNull(),
     /** Who caused it (admin for top-ups and transfers, the asking user for Q&A). */

@@ -1,8 +1,9 @@
 import { and, asc, eq, isNotNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
-import type { DbOrTx } from '../../db/client.js';
+import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { likeContains } from '../../db/search.js';
 import { accounts, institutionLtiContexts, institutions, memberships, users } from '../../db/schema.js';
 import { payCreditAward } from './credits.repository.js';
+import { newId } from '../../shared/ids.js';
 
 export type AccountRow = typeof accounts.$inferSelect;
 export type InstitutionRow = typeof institutions.$inferSelect;
@@ -192,9 +193,26 @@ export async function updateInstitution(db: DbOrTx, id: string, patch: Partial<t
   });
 }
 
-export async function deleteInstitution(db: DbOrTx, id: string): Promise<boolean> {
-  const rows = await db.delete(institutions).where(eq(institutions.id, id)).returning({ id: institutions.id });
+/**
+ * Deletes a holder of credits in one statement, with a `closed` ledger row taking its remaining balance off
+ * the account's books: its earlier ledger rows stay (their holder set to null), so the account's ledger
+ * still adds up to the balances it holds. The closing row names the deleted holder in ref_id.
+ */
+async function deleteHolder(db: DbOrTx, table: 'institutions' | 'users', id: string, actorUserId: string | null): Promise<boolean> {
+  const rows = await rowsOf<{ id: string }>(
+    db,
+    sql`with gone as (delete from ${sql.raw(table)} where id = ${id} returning id, account_id, credits),
+        closed as (
+          insert into credit_ledger (id, account_id, delta, kind, actor_user_id, ref_id, note)
+          select ${newId()}, g.account_id, -g.credits, 'closed', ${actorUserId}, g.id, ${`balance of a deleted ${table === 'users' ? 'user' : 'institution'}`}
+            from gone g where g.credits <> 0)
+        select id from gone`,
+  );
   return rows.length > 0;
+}
+
+export async function deleteInstitution(db: DbOrTx, id: string, actorUserId: string | null = null): Promise<boolean> {
+  return deleteHolder(db, 'institutions', id, actorUserId);
 }
 
 export interface InstitutionListFilter {
@@ -225,9 +243,8 @@ export async function listInstitutions(db: DbOrTx, filter: InstitutionListFilter
   return { rows, total: Number(counted?.n ?? 0) };
 }
 
-export async function deleteUser(db: DbOrTx, id: string): Promise<boolean> {
-  const rows = await db.delete(users).where(eq(users.id, id)).returning({ id: users.id });
-  return rows.length > 0;
+export async function deleteUser(db: DbOrTx, id: string, actorUserId: string | null = null): Promise<boolean> {
+  return deleteHolder(db, 'users', id, actorUserId);
 }
 
 export interface UserListFilter {

@@ -350,7 +350,7 @@ export class TenancyService {
   async deleteInstitution(auth: AuthContext, id: string): Promise<void> {
     const institution = await this.loadInstitution(id);
     assertInstitution(auth, 'institutions.delete', institution);
-    const deleted = await repo.deleteInstitution(this.db, institution.id);
+    const deleted = await repo.deleteInstitution(this.db, institution.id, auth.userId);
     this.ctx.auth.cache.invalidateInstitution(institution.id); // its memberships are gone
     if (!deleted) throw notFound('Institution');
     await this.ctx.invalidation.publish('institution', { id: institution.id });
@@ -490,7 +490,7 @@ export class TenancyService {
   async deleteUser(auth: AuthContext, id: string): Promise<void> {
     const { user, memberships } = await this.loadUser(id);
     assertUserDelete(auth, user, memberships);
-    const deleted = await repo.deleteUser(this.db, user.id);
+    const deleted = await repo.deleteUser(this.db, user.id, auth.userId);
     this.ctx.auth.cache.invalidateUser(user.id);
     if (!deleted) throw notFound('User');
     await this.ctx.invalidation.publish('user', { id: user.id });
