@@ -165,4 +165,23 @@ describe('context lookup and branding', () => {
     assert.equal(cache.size, 0);
     cache.unsubscribe();
   });
+
+  test('a found branding is read again after positiveTtlMs even without an invalidation (one lost on the way)', async () => {
+    let nowMs = 1_000_000;
+    const cache = new BrandingCache(new LocalInvalidationBus(), { now: () => new Date(nowMs) }, { positiveTtlMs: 60_000 });
+    let loads = 0;
+    const load = async () => {
+      loads++;
+      return { found: true as const, institutionId: 'i1', body: `{"v":${loads}}`, etag: `"${loads}"` };
+    };
+    await cache.get('p1', load);
+    nowMs += 59_999;
+    await cache.get('p1', load);
+    assert.equal(loads, 1);
+    nowMs += 1;
+    assert.equal(cache.peek('p1'), undefined);
+    assert.equal(((await cache.get('p1', load)) as { etag: string }).etag, '"2"');
+    assert.equal(loads, 2);
+    cache.unsubscribe();
+  });
 });

@@ -391,6 +391,24 @@ test('memory cache: two misses of one key count its rows once; empty lists count
   small.close();
 });
 
+test('memory cache: a list is read again after maxAgeMs even without an invalidation (one lost on the way)', async () => {
+  let nowMs = 1_000_000;
+  const cache = new MemoryCache(new LocalInvalidationBus(), 100, 60_000, () => nowMs);
+  let loads = 0;
+  const load = async () => {
+    loads++;
+    return rows(1);
+  };
+  await cache.personalOf('u1', load);
+  nowMs += 59_999;
+  await cache.personalOf('u1', load);
+  assert.equal(loads, 1);
+  nowMs += 1;
+  await cache.personalOf('u1', load);
+  assert.equal(loads, 2);
+  cache.close();
+});
+
 test('merging the lists of GET /api/user/memory gives the order of sorting them, limit included', () => {
   // times in few distinct milliseconds (many ties, broken by id); ids not in time order half the time
   let seed = 7;

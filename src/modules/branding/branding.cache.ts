@@ -14,13 +14,18 @@ interface Stored {
 export interface BrandingCacheOptions {
   maxEntries?: number;
   negativeTtlMs?: number;
+  /**
+   * How long a found branding is served without reading it again (default 5 minutes). Invalidation
+   * takes effect at once; this bounds what a lost one could leave (a subscriber that died silently).
+   */
+  positiveTtlMs?: number;
 }
 
 export const etagOf = (body: string): string => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
 
 /**
  * In-process cache of the public branding lookup, keyed by publicId. Positive entries live until the
- * institution changes: the cache subscribes to the `institution` topic of the invalidation bus (fed by
+ * institution changes (and at most positiveTtlMs): the cache subscribes to the `institution` topic of the invalidation bus (fed by
  * the code that updates or deletes institutions; a Redis-backed bus reaches every node). Bounded: the
  * oldest entry goes first when full.
  *
@@ -33,6 +38,7 @@ export class BrandingCache {
   private generation = 0;
   private readonly maxEntries: number;
   private readonly negativeTtlMs: number;
+  private readonly positiveTtlMs: number;
   readonly unsubscribe: () => void;
 
   constructor(
@@ -42,6 +48,7 @@ export class BrandingCache {
   ) {
     this.maxEntries = options.maxEntries ?? 10_000;
     this.negativeTtlMs = options.negativeTtlMs ?? 10_000;
+    this.positiveTtlMs = options.positiveTtlMs ?? 5 * 60_000;
     this.unsubscribe = bus.subscribe('institution', ({ id }) => this.invalidate(id));
   }
 
@@ -64,8 +71,8 @@ export class BrandingCache {
   peek(publicId: string): BrandingEntry | undefined {
     const stored = this.entries.get(publicId);
     if (!stored) return undefined;
-    if (!stored.entry.found && stored.expiresAt <= this.clock.now().getTime()) {
-      this.entries.delete(publicId);
+    if (stored.expiresAt <= this.clock.now().getTime()) {
+      this.drop(publicId);
       return undefined;
     }
     return stored.entry;
@@ -89,7 +96,7 @@ export class BrandingCache {
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.drop(oldest);
     }
-    this.entries.set(publicId, { entry, expiresAt: entry.found ? Infinity : this.clock.now().getTime() + this.negativeTtlMs });
+    this.entries.set(publicId, { entry, expiresAt: this.clock.now().getTime() + (entry.found ? this.positiveTtlMs : this.negativeTtlMs) });
     if (entry.found) this.publicIdOf.set(entry.institutionId, publicId);
   }
 

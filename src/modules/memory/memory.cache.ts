@@ -11,12 +11,20 @@ import type { MemoryWithInstitution } from './memory.repository.js';
  * - memory-personal (author id) and memory-shared (institution id): published by every memory write;
  * - institution: its name/ainame/picture are part of the shared rows, and deleting it deletes them;
  * - user: deleting a user deletes the shared rows they wrote anywhere: every shared entry goes.
- * A load that started before an invalidation does not store its result (generation counter). Bounded by
+ * A load that started before an invalidation does not store its result (generation counter). A list is read
+ * again after maxAgeMs whatever happened. Bounded by
  * the number of rows held (200,000 by default; an empty list counts as one), the oldest entries going first.
  */
+type Rows = readonly MemoryWithInstitution[];
+/** A cached list and when it was read (ms). */
+interface Held {
+  rows: Rows;
+  at: number;
+}
+
 export class MemoryCache {
-  private readonly personal = new Map<string, readonly MemoryWithInstitution[]>();
-  private readonly shared = new Map<string, readonly MemoryWithInstitution[]>();
+  private readonly personal = new Map<string, Held>();
+  private readonly shared = new Map<string, Held>();
   private generation = 0;
   private readonly unsubscribers: Array<() => void>;
 
@@ -26,6 +34,12 @@ export class MemoryCache {
   constructor(
     bus: InvalidationBus,
     private readonly maxRows = 200_000,
+    /**
+     * How long a list is served without reading it again (default 5 minutes). Invalidation takes effect at
+     * once; this bounds what a lost one could leave (a subscriber that died silently).
+     */
+    private readonly maxAgeMs = 5 * 60_000,
+    private readonly now: () => number = Date.now,
   ) {
     this.unsubscribers = [
       bus.subscribe('memory-personal', ({ id }) => this.drop(this.personal, id)),
@@ -42,18 +56,19 @@ export class MemoryCache {
     for (const u of this.unsubscribers) u();
   }
 
-  async personalOf(userId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<readonly MemoryWithInstitution[]> {
+  async personalOf(userId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
     return this.get(this.personal, userId, load);
   }
 
-  async sharedOf(institutionId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<readonly MemoryWithInstitution[]> {
+  async sharedOf(institutionId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
     return this.get(this.shared, institutionId, load);
   }
 
-  private async get(map: Map<string, readonly MemoryWithInstitution[]>, key: string, load: () => Promise<MemoryWithInstitution[]>) {
+  private async get(map: Map<string, Held>, key: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
     const hit = map.get(key);
-    if (hit) return hit;
+    if (hit && this.now() - hit.at < this.maxAgeMs) return hit.rows;
     const generation = this.generation;
+    const at = this.now();
     const rows = await load();
     if (generation === this.generation && weight(rows) <= this.maxRows) {
       // two misses of one key load it twice: the second replaces the first, which is no longer counted
@@ -64,26 +79,26 @@ export class MemoryCache {
         if (oldest === undefined) break;
         this.remove(from, oldest);
       }
-      map.set(key, rows);
+      map.set(key, { rows, at });
       this.rowCount += weight(rows);
     }
     return rows;
   }
 
-  private drop(map: Map<string, readonly MemoryWithInstitution[]>, key: string): void {
+  private drop(map: Map<string, Held>, key: string): void {
     this.generation++;
     if (key !== ALL_RECORDS) return this.remove(map, key);
-    for (const rows of map.values()) this.rowCount -= weight(rows);
+    for (const held of map.values()) this.rowCount -= weight(held.rows);
     map.clear();
   }
 
-  private remove(map: Map<string, readonly MemoryWithInstitution[]>, key: string): void {
-    const rows = map.get(key);
-    if (!rows) return;
-    this.rowCount -= weight(rows);
+  private remove(map: Map<string, Held>, key: string): void {
+    const held = map.get(key);
+    if (!held) return;
+    this.rowCount -= weight(held.rows);
     map.delete(key);
   }
 }
 
 /** What an entry counts against the bound: its rows, and an empty list one (so that empty lists are bounded too). */
-const weight = (rows: readonly MemoryWithInstitution[]): number => Math.max(1, rows.length);
+const weight = (rows: Rows): number => Math.max(1, rows.length);
