@@ -181,7 +181,6 @@ export class QandaService {
     let open = true;
     let chargedUnits = 0;
     try {
-
       const fail = async (err: AppError, usage = 0, streamed = false) => {
         // The model calls that completed are paid (a tool round before a failed call), the rest of the
         // reservation released; with the failed record, in one commit.
