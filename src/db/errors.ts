@@ -18,3 +18,20 @@ export const isLockConflict = (err: unknown): boolean => {
   const code = sqlState(err);
   return code === '55P03' || code === '40P01';
 };
+
+/**
+ * Runs `run` (a transaction) again while it fails on a lock conflict (55P03, 40P01): up to `attempts`
+ * times, waiting a little longer each time (with jitter, so that two waiting writers do not meet again).
+ */
+export async function retryOnLockConflict<T>(run: () => Promise<T>, options: { attempts?: number; log?: { info(obj: object, msg?: string): void } } = {}): Promise<T> {
+  const attempts = options.attempts ?? 20;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (!isLockConflict(err) || attempt >= attempts) throw err;
+      options.log?.info({ attempt, code: sqlState(err) }, 'a lock is held by another transaction; trying again');
+      await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2)));
+    }
+  }
+}

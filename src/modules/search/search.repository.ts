@@ -1,6 +1,5 @@
 import { eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
-import { isLockConflict, sqlState } from '../../db/errors.js';
 import { chunks, chunkVectors, chunkVectorsStaged, systemState, uploads } from '../../db/schema.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
 import { EDGE_RANK, edgePairs, type Mention } from './graph.js';
@@ -544,24 +543,6 @@ export async function lockVectorTables(tx: DbOrTx): Promise<void> {
 }
 
 const VECTOR_LOCK_WAIT = '500ms';
-
-/**
- * Runs a transaction that takes lockVectorTables again while it fails on a lock conflict (55P03, 40P01):
- * up to `attempts` times, waiting a little longer each time (searches and deletes hold the tables for
- * milliseconds; the drain for one short statement).
- */
-export async function retryOnLockConflict<T>(run: () => Promise<T>, options: { attempts?: number; log?: { info(obj: object, msg?: string): void } } = {}): Promise<T> {
-  const attempts = options.attempts ?? 20;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await run();
-    } catch (err) {
-      if (!isLockConflict(err) || attempt >= attempts) throw err;
-      options.log?.info({ attempt, code: sqlState(err) }, 'the vector tables are busy; trying again');
-      await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2)));
-    }
-  }
-}
 
 export async function dropEmbeddingIndex(tx: DbOrTx): Promise<void> {
   await tx.execute(sql`drop index if exists chunk_vectors_hnsw`);

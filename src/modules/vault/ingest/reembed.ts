@@ -1,5 +1,6 @@
 import type { AppConfig } from '../../../config.js';
 import type { Db } from '../../../db/client.js';
+import { retryOnLockConflict } from '../../../db/errors.js';
 import type { Embedder } from '../../../providers/embeddings/types.js';
 import { systemClock, type Clock } from '../../../shared/clock.js';
 import {
@@ -12,7 +13,6 @@ import {
   lockVectorTables,
   readEmbedderState,
   resizeEmbeddingColumn,
-  retryOnLockConflict,
   setEmbeddingModelOfIndexedUploads,
   updateChunkEmbeddings,
   writeEmbedderState,
