@@ -6,6 +6,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import * as schema from '../src/db/schema.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { rowsOf, type Database, type Db } from '../src/db/client.js';
+import { retryOnLockConflict } from '../src/db/errors.js';
 import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
 import {
   cosinesOf,
@@ -15,7 +16,6 @@ import {
   lockVectorTables,
   replaceChunkText,
   resultChunks,
-  retryOnLockConflict,
   updateChunkEmbeddings,
 } from '../src/modules/search/search.repository.js';
 import { VectorDrain } from '../src/modules/search/vector-drain.js';
@@ -46,6 +46,17 @@ before(async () => {
 after(async () => {
   await database.close();
 });
+
+/** A db over the same engine that records each statement it sends, with its parameters. */
+function recording(): { db: Db; sent: Array<{ query: string; params: unknown[] }> } {
+  const sent: Array<{ query: string; params: unknown[] }> = [];
+  const db = drizzle(database.pglite as PGlite, { schema, logger: { logQuery: (query, params) => void sent.push({ query, params }) } }) as unknown as Db;
+  return { db, sent };
+}
+
+/** The index of the first statement matching `re` (and, when given, carrying `param`). */
+const firstSent = (sent: ReadonlyArray<{ query: string; params: unknown[] }>, re: RegExp, param?: unknown) =>
+  sent.findIndex((s) => re.test(s.query) && (param === undefined || s.params.includes(param)));
 
 /** The vector the database stores for a packed one (read back through pgvector's text form). */
 async function roundTrip(v: number[]): Promise<number[]> {
@@ -233,8 +244,11 @@ test('the background drain empties the staging table, waits while an ingestion h
 test('with a lock timeout (PostgreSQL) each batch bounds its wait in its own transaction, and a lock conflict makes the drain wait, not fail', async () => {
   while ((await drainStagedVectors(database.db, 1000)) > 0);
   const file = await addUpload(texts(6, 10));
-  assert.equal(await drainStagedVectors(database.db, 2, { lockTimeoutMs: 300 }), 2);
-  // set for the batch's transaction only
+  const rec = recording();
+  assert.equal(await drainStagedVectors(rec.db, 2, { lockTimeoutMs: 300 }), 2);
+  // the bound is set in the batch's transaction before the statement that takes the tables, and for it only
+  const bound = firstSent(rec.sent, /set_config\('lock_timeout'/, '300ms');
+  assert.ok(bound >= 0 && bound < firstSent(rec.sent, /with taken as/), JSON.stringify(rec.sent));
   assert.equal((await rowsOf<{ t: string }>(database.db, sql`select current_setting('lock_timeout') as t`))[0]!.t, '0');
   // PGlite cannot hold a lock against itself: the conflict is what PostgreSQL would raise, from the first batch
   let conflicts = 1;
@@ -307,8 +321,7 @@ test('every statement that reads or writes both vector tables names chunk_vector
   // chunk_vectors first could wait for the re-embed while holding what the re-embed waits for (a deadlock,
   // answered with a 500). PGlite runs one statement at a time and cannot show the deadlock; this test
   // checks the order itself, in the SQL each function sends.
-  const sent: string[] = [];
-  const logged = drizzle(database.pglite as PGlite, { schema, logger: { logQuery: (query) => void sent.push(query) } }) as unknown as Db;
+  const { db: logged, sent: recorded } = recording();
   const file = await addUpload(texts(3, 9));
   const [q] = await embedder.embed(['nozzle jet']);
   const vector = packVector(q!, 384);
@@ -319,6 +332,7 @@ test('every statement that reads or writes both vector tables names chunk_vector
   await resultChunks(logged, file.chunkIds, vector);
   await updateChunkEmbeddings(logged, [{ id: file.chunkIds[0]!, text: texts(3, 9)[0]!, embedding: vector }]);
   await drainStagedVectors(logged, 100);
+  const sent = recorded.map((s) => s.query);
   const both = sent.filter((text) => /chunk_vectors_staged/.test(text) && /chunk_vectors(?!_staged)/.test(text));
   assert.equal(both.length, 6, sent.join('\n---\n'));
   for (const text of both) assert.ok(text.search(/chunk_vectors_staged/) < text.search(/chunk_vectors(?!_staged)/), text);
@@ -347,10 +361,14 @@ test("a re-embed writes a vector only for the text it read: a chunk edited meanw
 test('locking the vector tables waits a bounded time and restores lock_timeout; a lock conflict is tried again, any other error is not', async () => {
   await database.db.execute(sql`set lock_timeout = '7s'`);
   try {
-    const seen = await database.db.transaction(async (tx) => {
+    const rec = recording();
+    const seen = await rec.db.transaction(async (tx) => {
       await lockVectorTables(tx);
       return (await rowsOf<{ t: string }>(tx, sql`select current_setting('lock_timeout') as t`))[0]!.t;
     });
+    // bounded while the tables are locked, restored after
+    const bound = firstSent(rec.sent, /set_config\('lock_timeout'/, '500ms');
+    assert.ok(bound >= 0 && bound < firstSent(rec.sent, /lock table chunk_vectors_staged, chunk_vectors/), JSON.stringify(rec.sent));
     assert.equal(seen, '7s');
   } finally {
     await database.db.execute(sql`reset lock_timeout`);
