@@ -30,8 +30,8 @@ import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/client.js';
 import { hashPassword } from '../src/modules/identity/passwords.js';
-import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
-import { createEmbeddingIndex, denseSearch, drainStagedVectors, dropEmbeddingIndex } from '../src/modules/search/search.repository.js';
+import { writeIndexedChunks } from '../src/modules/search/indexing.js';
+import { createEmbeddingIndex, denseSearch, drainStagedVectors, dropEmbeddingIndex, refreshUploadIndex } from '../src/modules/search/search.repository.js';
 import { packVector } from '../src/modules/search/vectors.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { insertAccount, insertUser } from '../src/modules/tenancy/tenancy.repository.js';
@@ -117,7 +117,7 @@ async function seed() {
       );
       written += texts.length;
     }
-    await finishUploadIndex(db, id);
+    await refreshUploadIndex(db, id);
     await db.execute(sql`update uploads set status = 'active', chunk_count = ${perFile} where id = ${id}`);
     if (f % 10 === 9) console.log(`  ${written} chunks written (${(written / ((performance.now() - t0) / 1000)).toFixed(0)} chunks/s without the HNSW index)`);
   }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
-import { finishUploadIndex, writeIndexedChunks, writeUploadGraph } from '../src/modules/search/indexing.js';
+import { writeIndexedChunks, writeUploadGraph } from '../src/modules/search/indexing.js';
 import { compareCodePoints, edgeRows, entityRows, graphNames, uploadGraph, type EntityKind, type Mention } from '../src/modules/search/graph.js';
 import { denseSearch, drainStagedVectors, refreshUploadIndex, replaceChunkText, textArray } from '../src/modules/search/search.repository.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
@@ -44,7 +44,7 @@ async function addUpload(texts: string[]): Promise<string> {
     texts.map((text, i) => ({ id: newId(), index: i, text, heading: null, tokens: 10, embedding: packVector(vectors[i]!, 384) })),
     new Date(),
   );
-  await finishUploadIndex(db, id);
+  await refreshUploadIndex(db, id);
   await db.execute(sql`update uploads set status = 'active' where id = ${id}`);
   // under the HNSW index, as the background drain would put them (the index's own settings are tested here)
   while ((await drainStagedVectors(db, 1000)) > 0);
@@ -427,7 +427,7 @@ test('the graph rows ingestion computes in its sandbox (uploadGraph) equal the r
   });
   const rows = chunks.map((mentions, i) => ({ id: newId(), index: i, text: `chunk ${i}`, heading: null, tokens: 2, mentions, embedding: packVector([1, 0, 0].concat(new Array(381).fill(0)), 384) }));
   await writeIndexedChunks(db, id, rows, new Date());
-  await finishUploadIndex(db, id); // the SQL refresh over the stored mentions
+  await refreshUploadIndex(db, id); // the SQL refresh over the stored mentions
   const sqlRows = {
     entities: await rowsOf<{ name: string; kind: string; n: number }>(db, sql`select name, kind, chunk_count as n from kg_entities where upload_id = ${id}`),
     edges: await rowsOf<{ a: string; b: string; w: number }>(db, sql`select a, b, weight as w from kg_edges where upload_id = ${id}`),
@@ -478,7 +478,7 @@ test('a chunk edit recomputes only the graph rows its old and new entities touch
   const vector = packVector([1].concat(new Array(383).fill(0)), 384);
   const rows = Array.from({ length: 30 }, (_, i) => ({ id: newId(), index: i, text: `chunk ${i}`, heading: null, tokens: 2, mentions: randomMentions(), embedding: vector }));
   await writeIndexedChunks(db, id, rows, new Date());
-  await finishUploadIndex(db, id);
+  await refreshUploadIndex(db, id);
   const graphRows = async () => ({
     entities: (await rowsOf(db, sql`select name, kind, chunk_count from kg_entities where upload_id = ${id} order by name collate "C"`)).map((r) => JSON.stringify(r)),
     edges: (await rowsOf(db, sql`select a, b, weight from kg_edges where upload_id = ${id} order by a collate "C", b collate "C"`)).map((r) => JSON.stringify(r)),

@@ -7,13 +7,14 @@ import * as schema from '../src/db/schema.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { rowsOf, type Database, type Db } from '../src/db/client.js';
 import { retryOnLockConflict } from '../src/db/errors.js';
-import { finishUploadIndex, writeIndexedChunks } from '../src/modules/search/indexing.js';
+import { writeIndexedChunks } from '../src/modules/search/indexing.js';
 import {
   cosinesOf,
   countStagedVectors,
   denseSearch,
   drainStagedVectors,
   lockVectorTables,
+  refreshUploadIndex,
   replaceChunkText,
   resultChunks,
   updateChunkEmbeddings,
@@ -118,7 +119,7 @@ async function addUpload(texts: string[]): Promise<{ id: string; chunkIds: strin
     texts.map((text, i) => ({ id: chunkIds[i]!, index: i, text, heading: null, tokens: 10, embedding: packVector(vectors[i]!, 384) })),
     new Date(),
   );
-  await finishUploadIndex(db, id);
+  await refreshUploadIndex(db, id);
   await db.execute(sql`update uploads set status = 'active' where id = ${id}`);
   return { id, chunkIds };
 }
@@ -301,7 +302,9 @@ test('/metrics reports the staged vectors (search_vectors_staged)', async () => 
     const staged = async () => {
       const res = await t.app.inject({ method: 'GET', url: '/metrics' });
       assert.equal(res.statusCode, 200);
-      return Number(/^search_vectors_staged (\d+)$/m.exec(res.body)?.[1]);
+      const found = /^search_vectors_staged (\d+)$/m.exec(res.body);
+      assert.ok(found, 'the gauge is exported');
+      return Number(found[1]);
     };
     const before = await staged();
     const w = await makeWorld(t.database);

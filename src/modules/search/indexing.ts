@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { edgeRows, entityRows, extractEntities, graphNames, type UploadGraph } from './graph.js';
-import { insertChunkBatch, insertGraphRows, insertMentions, refreshUploadIndex, type ChunkToWrite } from './search.repository.js';
+import { insertChunkBatch, insertGraphRows, insertMentions, type ChunkToWrite } from './search.repository.js';
 
 /**
  * What ingestion calls to index chunks: the chunk rows (text, tsvector, BM25 length, staged vector) and
@@ -9,8 +9,9 @@ import { insertChunkBatch, insertGraphRows, insertMentions, refreshUploadIndex, 
  * transaction that activates it, its BM25 statistics with a new version (refreshUploadStatistics).
  * Ingestion brings each chunk's entities and the file's graph rows, computed in its sandbox process
  * (prepare.ts): at ~0.6 ms a chunk, a batch of 200 found here would hold the request loop for ~120 ms.
- * Other writers (a chunk edit, a few rows, tools) let mentions be found here and finish with
- * finishUploadIndex, which recomputes the graph rows from the stored mentions.
+ * Other writers (a few rows, tools) let mentions be found here and finish with refreshUploadIndex, which
+ * recomputes the statistics and the graph rows from the stored mentions (a chunk edit recomputes only the
+ * rows it touches: search.repository's replaceChunkText).
  */
 export async function writeIndexedChunks(db: DbOrTx, uploadId: string, rows: ChunkToWrite[], now: Date): Promise<void> {
   if (rows.length === 0) return;
@@ -40,11 +41,6 @@ export async function writeUploadGraph(db: DbOrTx, uploadId: string, graph: Uplo
     await insertGraphRows(db, uploadId, { entities: [], edges: edgeRows(graph, names, i, i + GRAPH_ROWS_PER_STATEMENT) });
     await between?.();
   }
-}
-
-/** After the last chunk of an upload is written by a writer that did not write its graph rows: statistics and graph recomputed. */
-export async function finishUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
-  await refreshUploadIndex(tx, uploadId);
 }
 
 export { refreshUploadStatistics } from './search.repository.js';

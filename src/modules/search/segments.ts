@@ -11,7 +11,7 @@ import { bySimilarity, compareText, similarity, TrigramDictionary, trigrams, typ
  * scored here, a query over the same scope takes a few.
  *
  * Correctness: a segment is the copy of one upload at one `upload_index_stats.version`. Every writer of
- * an upload's chunks, mentions or graph takes a new version in the same transaction (refreshUploadIndex),
+ * an upload's chunks, mentions or graph takes a new version in the same transaction (refreshUploadStatistics),
  * and every search reads the versions of its scope in the query that resolves the scope. A segment is used
  * only when its version is the one just read, so a change made on any node is seen by the next search on
  * every node, without an invalidation message.
