@@ -95,7 +95,7 @@ async function seed() {
   const r = rng(7);
   const now = new Date();
   const uploadIds: string[] = [];
-  await dropEmbeddingIndex(db);
+  await db.transaction((tx) => dropEmbeddingIndex(tx));
   let t0 = performance.now();
   let written = 0;
   for (let f = 0; f < FILES; f++) {

@@ -544,7 +544,9 @@ export async function lockVectorTables(tx: DbOrTx): Promise<void> {
 
 const VECTOR_LOCK_WAIT = '500ms';
 
+/** Inside a transaction: the HNSW index dropped, the vector tables locked first (lockVectorTables). */
 export async function dropEmbeddingIndex(tx: DbOrTx): Promise<void> {
+  await lockVectorTables(tx);
   await tx.execute(sql`drop index if exists chunk_vectors_hnsw`);
 }
 
@@ -552,7 +554,7 @@ export async function createEmbeddingIndex(db: DbOrTx): Promise<void> {
   await db.execute(sql`create index if not exists chunk_vectors_hnsw on chunk_vectors using hnsw (embedding vector_cosine_ops)`);
 }
 
-/** Removes every vector and changes the columns' dimension (vectors of two sizes cannot share them). */
+/** Inside a transaction: removes every vector and changes the columns' dimension (vectors of two sizes cannot share them); the tables locked first. */
 export async function resizeEmbeddingColumn(tx: DbOrTx, dimensions: number): Promise<void> {
   if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > 16000) throw new Error(`Invalid embedding dimension ${dimensions}`);
   await lockVectorTables(tx);

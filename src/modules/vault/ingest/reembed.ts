@@ -10,7 +10,6 @@ import {
   dropEmbeddingIndex,
   embeddingColumnDimensions,
   lockEmbedderChanges,
-  lockVectorTables,
   readEmbedderState,
   resizeEmbeddingColumn,
   setEmbeddingModelOfIndexedUploads,
@@ -67,7 +66,6 @@ export async function reembedAll(ctx: ReembedContext, options: { onProgress?: (d
     () =>
       db.transaction(async (tx) => {
         await lockEmbedderChanges(tx);
-        await lockVectorTables(tx);
         await dropEmbeddingIndex(tx);
         if (resized) await resizeEmbeddingColumn(tx, embedder.dimensions);
       }),
@@ -138,7 +136,6 @@ export async function checkEmbedder(ctx: ReembedContext & { providers: { readonl
         if (chunks === 0) {
           // no vector to keep apart: adopt the configured embedder, sizing the empty column for it
           if ((await embeddingColumnDimensions(tx)) !== embedder.dimensions) {
-            await lockVectorTables(tx);
             await dropEmbeddingIndex(tx);
             await resizeEmbeddingColumn(tx, embedder.dimensions);
           }
