@@ -111,12 +111,14 @@ const kindRank = (kind: SQL) => sql`(case ${kind} when 'phrase' then 2 when 'qua
  * chunk edit touches), by the same formulas.
  */
 async function insertGraphRowsFromMentions(tx: DbOrTx, uploadId: string, only?: { names: readonly string[]; pairs: ReadonlyArray<readonly [string, string]> }): Promise<void> {
+  // restricted: only the chunks that name one of them can count towards these entities and edges
+  const chunksNaming = only ? sql`and m.names && ${textArray(only.names)}::text[]` : sql``;
   const names = only ? sql`and e.name = any(${textArray(only.names)}::text[])` : sql``;
   await tx.execute(sql`
     insert into kg_entities (upload_id, name, kind, chunk_count)
     select ${uploadId}, e.name, (array_agg(e.kind order by ${kindRank(sql`e.kind`)}))[1], count(*)::int
       from kg_mentions m cross join lateral unnest(m.names, m.kinds) as e(name, kind)
-     where m.upload_id = ${uploadId} ${names} group by e.name`);
+     where m.upload_id = ${uploadId} ${chunksNaming} ${names} group by e.name`);
   if (only?.pairs.length === 0) return;
   const pairs = only ? sql`and (p.a, p.b) in (${pairList(only.pairs)})` : sql``;
   await tx.execute(sql`
@@ -124,7 +126,7 @@ async function insertGraphRowsFromMentions(tx: DbOrTx, uploadId: string, only?: 
     select ${uploadId}, p.a, p.b, count(*)::int
       from kg_mentions m cross join lateral (
              select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2 collate "C") p
-     where m.upload_id = ${uploadId} ${pairs}
+     where m.upload_id = ${uploadId} ${chunksNaming} ${pairs}
      group by p.a, p.b`);
 }
 
@@ -175,7 +177,7 @@ export async function refreshUploadStatistics(tx: DbOrTx, uploadId: string): Pro
  * first EDGE_RANK of either), recomputed from the upload's stored mentions by the formulas of
  * insertGraphRowsFromMentions restricted to them; the rest of the upload's graph cannot have changed. A
  * 6,000-chunk file's whole graph takes seconds to recompute, in a transaction every query waits behind
- * on the embedded engine; this reads its mentions once.
+ * on the embedded engine; this reads only the mentions of the chunks that name one of those entities.
  */
 async function refreshGraphRowsOf(tx: DbOrTx, uploadId: string, oldNames: readonly string[], newNames: readonly string[]): Promise<void> {
   const names = [...new Set([...oldNames, ...newNames])];
