@@ -91,10 +91,6 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
 
   publish(event: E): void {
     this.deliver(event);
-    this.send(event);
-  }
-
-  private send(event: E): void {
     const envelope: Envelope<E> = { origin: this.origin, event };
     this.pub.publish(this.options.channel, JSON.stringify(envelope)).catch((err: unknown) => {
       this.options.onError?.(err);

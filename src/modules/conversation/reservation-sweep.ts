@@ -40,7 +40,7 @@ export class ReservationSweep {
     await this.running;
   }
 
-  /** One pass (exported for tests through the class); a pass already running is not started twice. */
+  /** One pass; a pass already running is not started twice. */
   run(): Promise<void> {
     this.running ??= this.pass().finally(() => (this.running = undefined));
     return this.running;
@@ -49,10 +49,12 @@ export class ReservationSweep {
   private async pass(): Promise<void> {
     try {
       const now = this.clock.now();
+      const before = new Date(now.getTime() - RESERVATION_STALE_MS);
       let released = 0;
-      for (let batch = await releaseStaleReservations(this.db, new Date(now.getTime() - RESERVATION_STALE_MS), now); batch > 0; ) {
+      for (;;) {
+        const batch = await releaseStaleReservations(this.db, before, now);
+        if (batch === 0) break;
         released += batch;
-        batch = await releaseStaleReservations(this.db, new Date(now.getTime() - RESERVATION_STALE_MS), now);
       }
       if (released > 0) this.log.warn({ released }, 'released credit reservations of requests that ended without settling them');
     } catch (err) {
