@@ -131,17 +131,20 @@ test('BM25 from the in-memory copies equals the formula evaluated by Postgres ov
   assert.equal(filtered.df.get('shock'), 1);
 });
 
-test('BM25 top k of weighted, expanded queries over 400 chunks equals the formula evaluated by Postgres', async () => {
+test('BM25 top k of weighted, expanded queries over 400 chunks in 8 files equals the formula evaluated by Postgres (with the pruning of chunks that cannot make the top k)', async () => {
   // a 60-word vocabulary with Zipf-like frequencies: long postings for common words, as RM3 expands into
   const vocabulary = Array.from({ length: 60 }, (_, i) => `w${String.fromCharCode(97 + (i % 26))}${String.fromCharCode(97 + Math.floor(i / 26))}q`);
   let seed = 11;
   const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
   const word = () => vocabulary[Math.min(59, Math.floor(60 * rand() ** 2.5))]!;
-  const id = await addUpload(Array.from({ length: 400 }, () => Array.from({ length: 5 + Math.floor(rand() * 60) }, word).join(' ')));
-  const scope = await scopeOf([id]);
+  const ids: string[] = [];
+  for (let f = 0; f < 8; f++) ids.push(await addUpload(Array.from({ length: 50 }, () => Array.from({ length: 5 + Math.floor(rand() * 60) }, word).join(' '))));
+  const scope = await scopeOf(ids);
   const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, scope);
-  const n = scope[0]!.chunks;
-  const avgdl = scope[0]!.lexLen / n;
+  const n = scope.reduce((sum, u) => sum + u.chunks, 0);
+  const avgdl = scope.reduce((sum, u) => sum + u.lexLen, 0) / n;
+  let scored = 0;
+  let matched = 0;
   for (let q = 0; q < 25; q++) {
     const words = [...new Set(Array.from({ length: 2 + Math.floor(rand() * 14) }, word))];
     const lexemes = (await rowsOf<{ lexeme: string }>(database.db, sql`select t.lexeme from unnest(to_tsvector('english', ${words.join(' ')})) t`)).map((l, i) => ({
@@ -153,13 +156,15 @@ test('BM25 top k of weighted, expanded queries over 400 chunks equals the formul
         database.db,
         sql`with q as (select * from unnest(${`{${lexemes.map((l) => l.lexeme).join(',')}}`}::text[], ${`{${lexemes.map((l) => l.qtf).join(',')}}`}::float8[]) as q(lexeme, qtf)),
              post as (select c.id, c.lex_len, t.lexeme, coalesce(array_length(t.positions, 1), 1)::float8 as tf
-                        from chunks c cross join lateral unnest(c.tsv) t where c.upload_id = ${id}),
+                        from chunks c cross join lateral unnest(c.tsv) t where c.upload_id = any(${textArray(ids)}::text[])),
              df as (select lexeme, count(*)::float8 as n from post group by lexeme)
            select post.id, sum(q.qtf * ln(1 + (${n}::float8 - df.n + 0.5) / (df.n + 0.5)) * post.tf * (${BM25.k1}::float8 + 1)
                     / (post.tf + ${BM25.k1}::float8 * (1 - ${BM25.b}::float8 + ${BM25.b}::float8 * post.lex_len / ${avgdl}::float8))) as score
              from post join q using (lexeme) join df using (lexeme) group by post.id order by score desc, post.id limit ${k}`,
       );
       const got = bm25(segments, lexemes, k, { ...BM25, n, avgdl });
+      scored += got.scored;
+      matched += Number((await rowsOf<{ n: number }>(database.db, sql`select count(*)::int as n from chunks where upload_id = any(${textArray(ids)}::text[]) and tsv @@ ${lexemes.map((l) => l.lexeme).join(' | ')}::tsquery`))[0]!.n);
       assert.equal(got.hits.length, expected.length);
       for (const [i, h] of got.hits.entries()) assert.ok(Math.abs(h.score - Number(expected[i]!.score)) < 1e-9, `${words.join(' ')} k=${k} #${i}: ${h.score} vs ${expected[i]!.score}`);
       // the same chunks, except that chunks of one score (to rounding) at the cut may be any of them
@@ -167,6 +172,8 @@ test('BM25 top k of weighted, expanded queries over 400 chunks equals the formul
       assert.deepEqual(new Set(got.hits.filter((h) => h.score > last + 1e-9).map((h) => h.id)), new Set(expected.filter((e) => Number(e.score) > last + 1e-9).map((e) => e.id)));
     }
   }
+  // the pruning did leave chunks unscored, and the results above are still exact
+  assert.ok(scored < matched * 0.6, `${scored} of ${matched} matching chunks scored`);
 });
 
 test('websearch filters (-exclusions, or) evaluated on the copies match what Postgres matches; phrases are left to Postgres', async () => {
@@ -216,7 +223,8 @@ test('relevance-feedback terms from the copies equal those Postgres computes fro
 
 test('graph scores and co-occurrence sums from the copies equal the same formulas over kg_mentions and kg_edges', async () => {
   const scope = await scopeOf(uploads);
-  const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, scope);
+  const cache = new SegmentCache(64 * 1024 * 1024);
+  const segments = await cache.segmentsOf(database.db, scope);
   const n = scope.reduce((s, u) => s + u.chunks, 0);
   const inScope = sql`upload_id = any(${textArray(uploads)}::text[])`;
   // one row a chunk, its entities and their counts as parallel arrays: one row a mention here
@@ -251,9 +259,23 @@ test('graph scores and co-occurrence sums from the copies equal the same formula
   );
   assert.ok(edges.length > 0);
   const key = (a: string, b: string) => (a < b ? `${a}\u0000${b}` : `${b}\u0000${a}`);
-  const summed = neighbours(where, seeds, 10_000);
-  assert.deepEqual(new Map(summed.map((e) => [key(e.a, e.b), e.w])), new Map(edges.map((e) => [key(e.a, e.b), Number(e.w)])));
-  for (let i = 1; i < summed.length; i++) assert.ok(summed[i - 1]!.w >= summed[i]!.w);
+  const want2 = new Map(edges.map((e) => [key(e.a, e.b), Number(e.w)]));
+  // summed by the names' text, and by their ids in the cache's dictionary (the segments are held)
+  const byText = neighbours(where, seeds, 10_000);
+  const byId = neighbours(new NamePositions(segments, cache), seeds, 10_000);
+  assert.ok(segments.every((s) => cache.nameIdsOf(s) !== undefined));
+  for (const summed of [byText, byId]) {
+    assert.deepEqual(new Map(summed.map((e) => [key(e.a, e.b), e.w])), want2);
+    for (let i = 1; i < summed.length; i++) assert.ok(summed[i - 1]!.w >= summed[i]!.w);
+  }
+  assert.deepEqual(byId, byText);
+  // positions found through the cache's dictionary (a name it does not know is in no held segment) equal a probe of every segment
+  const withIds = new NamePositions(segments, cache);
+  for (const name of [...names, 'no such entity', 'boundary', 'mach']) assert.deepEqual(withIds.of(name), where.of(name), name);
+  const off = new SegmentCache(0);
+  const notHeld = await off.segmentsOf(database.db, scope);
+  for (const name of [...names, 'no such entity']) assert.deepEqual(new NamePositions(notHeld, off).of(name), where.of(name), name);
+  assert.ok(cache.nameScratch().every((x) => x === 0), 'the scratch sums are handed back zeroed');
 });
 
 test('a copy is used only at the version it was read at, and the cache stays within its memory bound', async () => {
@@ -364,6 +386,25 @@ test('the trigram index (length and prefix filters) finds exactly the names a co
   }
   // the queries did find names, at every length
   assert.ok(found > 200, String(found));
+});
+
+test("the dictionary's name ids: stable until a compaction renumbers them, then read again by generation", () => {
+  const dictionary = new TrigramDictionary();
+  const names = Array.from({ length: 3000 }, (_, i) => `name ${i}`);
+  const ids = names.map((n) => dictionary.add(n));
+  assert.deepEqual(ids, names.map((_, i) => i));
+  assert.equal(dictionary.add('name 7'), 7);
+  assert.equal(dictionary.idOf('name 7'), 7);
+  assert.equal(dictionary.idOf('absent'), -1);
+  const generation = dictionary.generation;
+  // releasing more than half of them compacts: the live names are renumbered and the generation moves
+  for (const n of names.slice(0, 2000)) dictionary.release(n);
+  assert.equal(dictionary.idOf('name 100'), -1);
+  assert.notEqual(dictionary.generation, generation);
+  // 'name 7' was added twice and released once: still held
+  assert.ok(dictionary.idOf('name 7') >= 0);
+  for (const n of ['name 7', 'name 2000', 'name 2999']) assert.equal(dictionary.nameAt(dictionary.idOf(n)), n);
+  assert.ok(dictionary.idOf('name 2999') < 3000 - 1000);
 });
 
 test('fuzzy entity matches are the same from the shared trigram index (segments held) and name by name (cache off)', async () => {

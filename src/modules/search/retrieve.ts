@@ -238,7 +238,7 @@ function graph(index: SegmentCache, segments: Segment[], query: string, k: numbe
   const names = entities.map((e) => e.name);
   if (names.length + words.length === 0) return [];
   const weight = new Map<string, number>();
-  const where = new NamePositions(segments);
+  const where = new NamePositions(segments, index);
   for (const name of exactEntities(where, names, words)) weight.set(name, 1);
   const unmatched = names.filter((p) => !weight.has(p));
   // trigram-fuzzy: the best two entities of each phrase not matched exactly

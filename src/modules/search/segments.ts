@@ -38,6 +38,9 @@ export interface Segment {
   termTable: Int32Array;
   termStart: Uint32Array;
   postings: Uint32Array;
+  /** per term, the largest count and the shortest chunk among its postings (a bound on its BM25 part here) */
+  termMaxTf: Uint16Array;
+  termMinLen: Uint32Array;
   /** the same pairs by chunk (term index · 512 + count): the terms of chunk o are docTerms[docStart[o] .. docStart[o + 1]) */
   docStart: Uint32Array;
   docTerms: Uint32Array;
@@ -53,6 +56,8 @@ export interface Segment {
   edges: Uint32Array;
   /** estimated heap bytes */
   bytes: number;
+  /** while the cache holds it: the ids of its names in the cache's shared dictionary, at the dictionary's generation */
+  nameIds?: { generation: number; ids: Int32Array };
   /** BM25's length normalisation k1·(1 − b + b·len / avgdl) by ordinal, for the last parameters a query used */
   norm?: { k1: number; b: number; avgdl: number; values: Float64Array };
 }
@@ -207,6 +212,19 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
       docTerms[fill[ord]!++] = pack(t, countOf(p.values[i]!));
     }
   }
+  const lens = Uint32Array.from(x.lens);
+  const termMaxTf = new Uint16Array(p.keys.length);
+  const termMinLen = new Uint32Array(p.keys.length);
+  for (let t = 0; t < p.keys.length; t++) {
+    let maxTf = 0;
+    let minLen = 0xffffffff;
+    for (let i = p.start[t]!; i < p.start[t + 1]!; i++) {
+      maxTf = Math.max(maxTf, countOf(p.values[i]!));
+      minLen = Math.min(minLen, lens[ordOf(p.values[i]!)]!);
+    }
+    termMaxTf[t] = maxTf;
+    termMinLen[t] = minLen;
+  }
   // every name of the upload's entities, also one without mentions left
   for (const [name] of entities) if (!x.mentions.has(name)) x.mentions.set(name, []);
   const m = compact(x.mentions);
@@ -236,8 +254,9 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
   for (const [i, list] of adjacency.entries()) edges.set(list, edgeStart[i]! * 2);
   // per chunk: its id, its length and its BM25 normalisation
   let bytes = 200 + x.ids.length * (64 + 4 + 8);
-  for (const k of p.keys) bytes += 28 + k.length;
-  for (const k of m.keys) bytes += 28 + k.length + 1;
+  for (const k of p.keys) bytes += 28 + k.length + 6;
+  // a name: its string, its kind, and its id in the cache's dictionary (nameIds)
+  for (const k of m.keys) bytes += 28 + k.length + 1 + 4;
   const termTable = keyTable(p.keys);
   bytes += (p.start.length + p.values.length + docStart.length + docTerms.length + m.start.length + m.values.length + edgeStart.length + edges.length) * 4;
   bytes += (termTable.length + nameTable.length) * 4;
@@ -245,11 +264,13 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
     uploadId,
     version,
     ids: x.ids,
-    len: Uint32Array.from(x.lens),
+    len: lens,
     terms: p.keys,
     termTable,
     termStart: p.start,
     postings: p.values,
+    termMaxTf,
+    termMinLen,
     docStart,
     docTerms,
     names: m.keys,
@@ -315,13 +336,14 @@ export class SegmentCache {
   private readonly names = new TrigramDictionary();
   private readonly proper = new TrigramDictionary();
   private bytes = 0;
+  private scratch = new Float64Array(0);
   hits = 0;
   loads = 0;
 
   constructor(private readonly maxBytes: number) {}
 
   get size(): { segments: number; bytes: number } {
-    return { segments: this.segments.size, bytes: this.bytes + this.names.liveBytes + this.proper.liveBytes };
+    return { segments: this.segments.size, bytes: this.bytes + this.names.liveBytes + this.proper.liveBytes + this.scratch.byteLength };
   }
 
   private holds(segment: Segment): boolean {
@@ -360,6 +382,31 @@ export class SegmentCache {
       .map(([name, sim]) => ({ name, sim }))
       .sort(bySimilarity)
       .slice(0, limit);
+  }
+
+  /** The ids of a held segment's names in the dictionary shared by the held segments (undefined for one not held). */
+  nameIdsOf(segment: Segment): Int32Array | undefined {
+    if (!this.holds(segment)) return undefined;
+    const held = segment.nameIds;
+    if (held && held.generation === this.names.generation) return held.ids;
+    // the dictionary was compacted since: its ids were renumbered
+    const ids = Int32Array.from(segment.names, (name) => this.names.idOf(name));
+    segment.nameIds = { generation: this.names.generation, ids };
+    return ids;
+  }
+
+  nameAt(id: number): string {
+    return this.names.nameAt(id);
+  }
+
+  holdsName(name: string): boolean {
+    return this.names.idOf(name) >= 0;
+  }
+
+  /** A zeroed array with a slot for every name id, to be handed back zeroed (queries run one at a time on this thread). */
+  nameScratch(): Float64Array {
+    if (this.scratch.length < this.names.idCount) this.scratch = new Float64Array(Math.max(this.names.idCount, this.scratch.length * 2, 1024));
+    return this.scratch;
   }
 
   /** The segments of a scope at the versions just read (uploads without indexed chunks have none). */
@@ -439,18 +486,21 @@ export class SegmentCache {
     if (segment.bytes > this.maxBytes) return;
     this.segments.set(segment.uploadId, segment);
     this.bytes += segment.bytes;
+    const ids = new Int32Array(segment.names.length);
     for (const [i, name] of segment.names.entries()) {
-      this.names.add(name);
+      ids[i] = this.names.add(name);
       if (isProper(segment, i)) this.proper.add(name);
     }
+    segment.nameIds = { generation: this.names.generation, ids };
     for (const s of this.segments.values()) {
-      if (this.bytes + this.names.liveBytes + this.proper.liveBytes <= this.maxBytes) break;
+      if (this.size.bytes <= this.maxBytes) break;
       this.drop(s);
     }
   }
 
   private drop(segment: Segment): void {
     this.segments.delete(segment.uploadId);
+    segment.nameIds = undefined;
     this.bytes -= segment.bytes;
     for (const [i, name] of segment.names.entries()) {
       this.names.release(name);
@@ -539,7 +589,8 @@ export interface Bm25Params {
  * over the scope's chunks (over `allowed` when given: the chunks matching a websearch filter, by segment), so that
  * one tenant's documents never shape another's ranking.
  *   score(d) = Σ_t qtf_t · ln(1 + (N − df_t + 0.5) / (df_t + 0.5)) · tf·(k1 + 1) / (tf + k1·(1 − b + b·len_d / avgdl))
- * Returns the top k and the document frequency of every query lexeme found in scope.
+ * Returns the top k (exact: chunks are left unscored only when their bound cannot reach it), the document
+ * frequency of every query lexeme found in scope, and how many chunks were scored in full.
  */
 export function bm25(
   segments: readonly Segment[],
@@ -547,7 +598,7 @@ export function bm25(
   k: number,
   p: Bm25Params,
   allowed?: Allowed,
-): { hits: Located[]; df: Map<string, number> } {
+): { hits: Located[]; df: Map<string, number>; scored: number } {
   // the position of each query lexeme in each segment's terms, found once
   const hashes = lexemes.map((l) => hashKey(l.lexeme));
   const at = segments.map((s) => lexemes.map((l, li) => termOf(s, l.lexeme, hashes[li])));
@@ -568,22 +619,44 @@ export function bm25(
     return d === 0 ? 0 : (Number.isFinite(l.qtf) ? l.qtf : 0) * Math.log(1 + (p.n - d + 0.5) / (d + 0.5));
   });
   const top = new TopK(k);
-  const known = lexemes.map((l) => df.has(l.lexeme));
   const k1 = p.k1;
+  // the query terms found in scope, heaviest first
+  const order = lexemes.map((_, li) => li).filter((li) => weights[li]! > 0).sort((x, y) => weights[y]! - weights[x]! || x - y);
   // one accumulator for every segment (NaN: not scored yet), reset through the ordinals touched
   const acc = new Float64Array(segments.reduce((most, s) => Math.max(most, s.ids.length), 0)).fill(Number.NaN);
   const touched: number[] = [];
+  const present: Array<{ t: number; w: number; ub: number }> = [];
+  /** chunks scored in full (the others matching a term could not reach the top k) */
+  let scored = 0;
   for (let si = 0; si < segments.length; si++) {
     const s = segments[si]!;
     const terms = at[si]!;
     const bits = allowed?.get(s);
     if (allowed && !bits) continue;
     const norm = normOf(s, p);
-    touched.length = 0;
-    for (let li = 0; li < lexemes.length; li++) {
+    // Exact top-k pruning (MaxScore): each query term present here, with the most it can add to a chunk of
+    // this segment (BM25's part grows with tf and shrinks with length). A chunk holding none of the
+    // "essential" terms cannot reach the score of the k-th kept so far, so only those terms' postings are
+    // walked; the others are looked up for the chunks that can still make it. The terms are taken in
+    // the query's order of weight, the same in every segment, so a chunk's parts are always added in the
+    // same order and equal chunks get equal scores (their ties broken by id) whatever was pruned.
+    present.length = 0;
+    for (const li of order) {
       const t = terms[li]!;
-      if (t < 0 || !known[li]) continue;
+      if (t < 0) continue;
       const w = weights[li]! * (k1 + 1);
+      const maxTf = s.termMaxTf[t]!;
+      present.push({ t, w, ub: (w * maxTf) / (maxTf + k1 * (1 - p.b + (p.b * s.termMinLen[t]!) / p.avgdl)) });
+    }
+    if (present.length === 0) continue;
+    let threshold = top.threshold;
+    let essential = present.length;
+    let rest = 0;
+    while (essential > 0 && (rest + present[essential - 1]!.ub) * MARGIN < threshold) rest += present[--essential]!.ub;
+    if (essential === 0) continue;
+    touched.length = 0;
+    for (let j = 0; j < essential; j++) {
+      const { t, w } = present[j]!;
       const end = s.termStart[t + 1]!;
       for (let i = s.termStart[t]!; i < end; i++) {
         const packed = s.postings[i]!;
@@ -598,7 +671,41 @@ export function bm25(
         } else acc[ord] = before + part;
       }
     }
-    let threshold = top.threshold;
+    // the other terms one by one: first drop the chunks that cannot reach the threshold even with all the
+    // terms still to add, then add this term's part to the rest, by looking their counts up (a few chunks,
+    // a long list) or by reading the list (many chunks)
+    let kept = touched.length;
+    for (let j = essential; j < present.length && kept > 0; j++) {
+      let next = 0;
+      for (let x = 0; x < kept; x++) {
+        const ord = touched[x]!;
+        if ((acc[ord]! + rest) * MARGIN < threshold) acc[ord] = Number.NaN;
+        else touched[next++] = ord;
+      }
+      kept = next;
+      const { t, w, ub } = present[j]!;
+      rest -= ub;
+      const from = s.termStart[t]!;
+      const end = s.termStart[t + 1]!;
+      if (kept * Math.log2(end - from + 1) < end - from) {
+        for (let x = 0; x < kept; x++) {
+          const ord = touched[x]!;
+          const tf = countIn(s.postings, from, end, ord);
+          if (tf > 0) acc[ord] = acc[ord]! + (w * tf) / (tf + norm[ord]!);
+        }
+      } else {
+        for (let i = from; i < end; i++) {
+          const packed = s.postings[i]!;
+          const ord = ordOf(packed);
+          const before = acc[ord]!;
+          if (before !== before) continue;
+          const tf = countOf(packed);
+          acc[ord] = before + (w * tf) / (tf + norm[ord]!);
+        }
+      }
+    }
+    touched.length = kept;
+    scored += touched.length;
     for (const ord of touched) {
       const score = acc[ord]!;
       acc[ord] = Number.NaN;
@@ -607,7 +714,23 @@ export function bm25(
       threshold = top.threshold;
     }
   }
-  return { hits: top.sorted(), df };
+  return { hits: top.sorted(), df, scored };
+}
+
+/** Bounds are compared with this slack, so that rounding never prunes a chunk that could tie. */
+const MARGIN = 1 + 1e-9;
+
+/** The count of chunk `ord` in postings[from..to) (sorted by ordinal), 0 when it has none. */
+function countIn(postings: Uint32Array, from: number, to: number, ord: number): number {
+  const key = ord * COUNT_BITS;
+  let lo = from;
+  let hi = to;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (postings[mid]! < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < to && ordOf(postings[lo]!) === ord ? countOf(postings[lo]!) : 0;
 }
 
 /** k1·(1 − b + b·len / avgdl) of each chunk of a segment, kept with it for the next query of the same parameters (scope). */
@@ -647,15 +770,34 @@ export function feedbackTerms(docs: ReadonlyArray<{ segment: Segment; ord: numbe
  * Where entity names sit in each segment's names (−1: absent), looked up once per name: the graph
  * side of a query asks for its seeds' positions three times (exact match, edges, scores).
  */
+/** Where the ids of the held segments' entity names come from (SegmentCache), to sum over segments without string keys. */
+export interface NameIds {
+  nameIdsOf(segment: Segment): Int32Array | undefined;
+  /** whether some held segment has this name (a name no held segment has is looked for only in the others) */
+  holdsName(name: string): boolean;
+  nameAt(id: number): string;
+  nameScratch(): Float64Array;
+}
+
 export class NamePositions {
   private readonly at = new Map<string, Int32Array>();
-  constructor(readonly segments: readonly Segment[]) {}
+  constructor(
+    readonly segments: readonly Segment[],
+    readonly ids?: NameIds,
+  ) {}
+
+  /** which segments the cache holds (their names are in its dictionary) */
+  private held?: boolean[];
 
   of(name: string): Int32Array {
     let positions = this.at.get(name);
     if (!positions) {
       const hash = hashKey(name);
-      positions = Int32Array.from(this.segments, (s) => nameOf(s, name, hash));
+      if (this.ids && !this.ids.holdsName(name)) {
+        const ids = this.ids;
+        const held = (this.held ??= this.segments.map((s) => ids.nameIdsOf(s) !== undefined));
+        positions = Int32Array.from(this.segments, (s, si) => (held[si] ? -1 : nameOf(s, name, hash)));
+      } else positions = Int32Array.from(this.segments, (s) => nameOf(s, name, hash));
       this.at.set(name, positions);
     }
     return positions;
@@ -674,21 +816,44 @@ export function exactEntities(where: NamePositions, names: readonly string[], wo
 export function neighbours(where: NamePositions, seeds: readonly string[], limit: number): Array<{ a: string; b: string; w: number }> {
   const seedSet = new Set(seeds);
   const all: Array<{ a: string; b: string; w: number }> = [];
-  // one sum per seed, keyed by the other end: an edge has one seed end, or two (then it is counted from
-  // the first name's, in code unit order), so the seeds' sums never hold the same edge
+  // Names of held segments are summed by their shared id in a scratch array (edge weights are ≥ 1, so 0 is
+  // "not touched"); names of a segment not held by their text. An edge has one seed end, or two (then it is
+  // counted from the first name's, in code unit order), so the seeds' sums never hold the same edge.
+  const ids = where.ids;
+  const acc = ids?.nameScratch();
+  const touched: number[] = [];
   for (const seed of seedSet) {
     const at = where.of(seed);
     const sum = new Map<string, number>();
+    const skip = (other: string) => seedSet.has(other) && other < seed;
     for (let si = 0; si < at.length; si++) {
       const i = at[si]!;
       if (i < 0) continue;
       const s = where.segments[si]!;
       const { names, edges } = s;
+      const gid = ids?.nameIdsOf(s);
       for (let e = s.edgeStart[i]! * 2, end = s.edgeStart[i + 1]! * 2; e < end; e += 2) {
+        const g = gid ? gid[edges[e]!]! : -1;
+        if (g >= 0 && acc) {
+          if (acc[g] === 0) {
+            if (skip(names[edges[e]!]!)) continue;
+            touched.push(g);
+          }
+          acc[g] = acc[g]! + edges[e + 1]!;
+          continue;
+        }
         const other = names[edges[e]!]!;
-        if (seedSet.has(other) && other < seed) continue;
+        if (skip(other)) continue;
         sum.set(other, (sum.get(other) ?? 0) + edges[e + 1]!);
       }
+    }
+    if (ids && acc) {
+      for (const g of touched) {
+        const other = ids.nameAt(g);
+        sum.set(other, (sum.get(other) ?? 0) + acc[g]!);
+        acc[g] = 0;
+      }
+      touched.length = 0;
     }
     for (const [other, w] of sum) all.push(seed < other ? { a: seed, b: other, w } : { a: other, b: seed, w });
   }

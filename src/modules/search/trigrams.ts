@@ -65,13 +65,16 @@ export class TrigramDictionary {
   private dead = 0;
   private entries = 0;
   private deadEntries = 0;
+  /** Bumped when compaction renumbers the names: ids read before it are stale. */
+  generation = 0;
 
   /** estimated heap bytes of the names segments hold (those of dropped names are reclaimed by compact) */
   get liveBytes(): number {
     return (this.names.length - this.dead) * 120 + (this.entries - this.deadEntries) * 12;
   }
 
-  add(name: string): void {
+  /** Adds a reference to `name` and returns its id (valid until `generation` moves). */
+  add(name: string): number {
     const id = this.ids.get(name);
     if (id !== undefined) {
       if (this.refs[id] === 0) {
@@ -79,9 +82,24 @@ export class TrigramDictionary {
         this.deadEntries -= this.sizes[id]!;
       }
       this.refs[id]!++;
-      return;
+      return id;
     }
-    this.index(name, 1);
+    return this.index(name, 1);
+  }
+
+  /** The id of a name some segment holds, or −1. */
+  idOf(name: string): number {
+    const id = this.ids.get(name);
+    return id === undefined || this.refs[id] === 0 ? -1 : id;
+  }
+
+  nameAt(id: number): string {
+    return this.names[id]!;
+  }
+
+  /** Ids are below this. */
+  get idCount(): number {
+    return this.names.length;
   }
 
   release(name: string): void {
@@ -95,7 +113,7 @@ export class TrigramDictionary {
     if (this.dead > 1000 && this.dead > this.names.length - this.dead) this.compact();
   }
 
-  private index(name: string, refs: number): void {
+  private index(name: string, refs: number): number {
     const id = this.names.length;
     const grams = trigrams(name);
     this.ids.set(name, id);
@@ -108,6 +126,7 @@ export class TrigramDictionary {
       (bySize[grams.size] ??= []).push(id);
     }
     this.entries += grams.size;
+    return id;
   }
 
   /** Drops the names no segment holds (renumbering the rest). */
@@ -122,6 +141,7 @@ export class TrigramDictionary {
     this.entries = 0;
     this.dead = 0;
     this.deadEntries = 0;
+    this.generation++;
     for (const [name, refs] of live) this.index(name, refs);
   }
 
