@@ -9,7 +9,7 @@ import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
-import { allowedOf, bm25, entityScores, exactEntities, feedbackTerms, matching, NamePositions, neighbours, parseTsQuery, type Allowed, type Located, type Segment, type SegmentCache } from './segments.js';
+import { allowedOf, bm25, entityScores, exactEntities, feedbackTerms, matching, NamePositions, neighbours, parseTsQuery, TermPositions, type Allowed, type Located, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
 
 /**
@@ -176,7 +176,8 @@ async function lexical(
     const parsed = parseTsQuery(await repo.websearchQueryText(db, query));
     allowed = parsed === undefined ? allowedOf(segments, await repo.websearchMatches(db, uploadIds, query)) : matching(segments, parsed);
   }
-  const rank = (terms: Array<{ lexeme: string; qtf: number }>) => bm25(segments, terms, k, params, allowed);
+  const where = new TermPositions(segments);
+  const rank = (terms: Array<{ lexeme: string; qtf: number }>) => bm25(segments, terms, k, params, allowed, where);
   const first = rank(lexemes);
   // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity,
   // and the corrected query is the one that relevance feedback expands

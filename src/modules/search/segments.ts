@@ -598,15 +598,16 @@ export function bm25(
   k: number,
   p: Bm25Params,
   allowed?: Allowed,
+  where: TermPositions = new TermPositions(segments),
 ): { hits: Located[]; df: Map<string, number>; scored: number } {
+  if (where.segments !== segments) throw new Error('bm25: the term positions are of other segments');
   // the position of each query lexeme in each segment's terms, found once
-  const hashes = lexemes.map((l) => hashKey(l.lexeme));
-  const at = segments.map((s) => lexemes.map((l, li) => termOf(s, l.lexeme, hashes[li])));
+  const at = lexemes.map((l) => where.of(l.lexeme));
   const df = new Map<string, number>();
   for (const [li, { lexeme }] of lexemes.entries()) {
     let n = 0;
     for (const [si, s] of segments.entries()) {
-      const t = at[si]![li]!;
+      const t = at[li]![si]!;
       if (t < 0) continue;
       const bits = allowed?.get(s);
       if (!allowed) n += s.termStart[t + 1]! - s.termStart[t]!;
@@ -630,7 +631,6 @@ export function bm25(
   let scored = 0;
   for (let si = 0; si < segments.length; si++) {
     const s = segments[si]!;
-    const terms = at[si]!;
     const bits = allowed?.get(s);
     if (allowed && !bits) continue;
     const norm = normOf(s, p);
@@ -642,7 +642,7 @@ export function bm25(
     // same order and equal chunks get equal scores (their ties broken by id) whatever was pruned.
     present.length = 0;
     for (const li of order) {
-      const t = terms[li]!;
+      const t = at[li]![si]!;
       if (t < 0) continue;
       const w = weights[li]! * (k1 + 1);
       const maxTf = s.termMaxTf[t]!;
@@ -715,6 +715,25 @@ export function bm25(
     }
   }
   return { hits: top.sorted(), df, scored };
+}
+
+/**
+ * Where query lexemes sit in each segment's terms (−1: absent), looked up once per lexeme and query:
+ * a query's BM25 passes (the query, a corrected one, RM3's expansion) share most of their lexemes.
+ */
+export class TermPositions {
+  private readonly at = new Map<string, Int32Array>();
+  constructor(readonly segments: readonly Segment[]) {}
+
+  of(lexeme: string): Int32Array {
+    let positions = this.at.get(lexeme);
+    if (!positions) {
+      const hash = hashKey(lexeme);
+      positions = Int32Array.from(this.segments, (s) => termOf(s, lexeme, hash));
+      this.at.set(lexeme, positions);
+    }
+    return positions;
+  }
 }
 
 /** Bounds are compared with this slack, so that rounding never prunes a chunk that could tie. */
