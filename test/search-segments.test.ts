@@ -319,7 +319,9 @@ test('the hash table of a segment\'s keys finds every key at its position and no
   for (const n of [0, 1, 2, 3, 5, 100, 4097]) {
     const keys = [...new Set(Array.from({ length: n }, (_, i) => `k${(i * 7919) % 100_003}é${i % 3 === 0 ? "'" : ''}`))].sort();
     const table = keyTable(keys);
-    assert.ok(table.length >= keys.length * 1.5 && (table.length & (table.length - 1)) === 0);
+    // two numbers a slot (position + 1, hash), a power of two of slots, at least 1.5 a key
+    const slots = table.length / 2;
+    assert.ok(slots >= keys.length * 1.5 && (slots & (slots - 1)) === 0);
     for (const [i, key] of keys.entries()) assert.equal(lookup(keys, table, key, hashKey(key)), i);
     for (const absent of ['', 'k', 'zz', `${keys[0] ?? 'x'}!`]) assert.equal(lookup(keys, table, absent, hashKey(absent)), -1);
   }
@@ -328,7 +330,7 @@ test('the hash table of a segment\'s keys finds every key at its position and no
   assert.ok(same.length >= 3);
   const keys = same.slice(0, 2).sort();
   const table = keyTable(keys);
-  assert.equal(table.length, 4);
+  assert.equal(table.length, 4 * 2);
   for (const [i, key] of keys.entries()) assert.equal(lookup(keys, table, key, hashKey(key)), i);
   assert.equal(lookup(keys, table, same[2]!, hashKey(same[2]!)), -1);
 });
@@ -418,6 +420,11 @@ test('fuzzy entity matches are the same from the shared trigram index (segments 
     assert.deepEqual(x, off.similarEntities(b, text, 0.5, 3), text);
     if (text !== 'flutter') assert.ok(x.length > 0, text);
   }
+  // with kind filters: the proper names' dictionary (every name of it in scope when the scope holds every held upload) and a narrower one
+  for (const kinds of [new Set(['name', 'acronym']), new Set(['name']), new Set(['phrase'])]) {
+    for (const text of ['mach', "o'brian", 'brien', 'boundary layr']) assert.deepEqual(held.similarEntities(a, text, 0.3, 3, kinds), off.similarEntities(b, text, 0.3, 3, kinds), `${text} ${[...kinds].join()}`);
+  }
+  assert.ok(held.similarEntities(a, 'mach', 0.3, 3, new Set(['name', 'acronym'])).length > 0);
   // a kind filter, and names of uploads outside the scope never match
   assert.deepEqual(held.similarEntities(a, 'boundary layer', 0.5, 3, new Set(['acronym'])), []);
   const first = await held.segmentsOf(database.db, await scopeOf([uploads[1]!]));

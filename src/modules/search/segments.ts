@@ -140,30 +140,35 @@ export function hashKey(key: string): number {
 }
 
 /**
- * An open-addressing hash table of the positions of `keys` (position + 1; 0 is an empty slot), at least
- * 1.5 slots a key: a query looks its words up in every segment of the scope, and a binary search over
- * tens of thousands of strings costs a dozen string comparisons where this costs one.
+ * An open-addressing hash table of the positions of `keys`, at least 1.5 slots a key; a slot is two
+ * numbers, the position + 1 (0: empty) and the key's hash. A query looks its words up in every segment of
+ * the scope: a binary search over tens of thousands of strings costs a dozen string comparisons where this
+ * costs one, and the hash beside each slot spares reading the strings of the slots a probe passes over
+ * (most lookups are of words a segment does not have).
  */
 export function keyTable(keys: readonly string[]): Int32Array {
   let size = 4;
   while (size < keys.length * 1.5) size *= 2;
-  const table = new Int32Array(size);
+  const table = new Int32Array(size * 2);
   const mask = size - 1;
   for (let i = 0; i < keys.length; i++) {
-    let slot = hashKey(keys[i]!) & mask;
-    while (table[slot] !== 0) slot = (slot + 1) & mask;
-    table[slot] = i + 1;
+    const hash = hashKey(keys[i]!);
+    let slot = hash & mask;
+    while (table[slot * 2] !== 0) slot = (slot + 1) & mask;
+    table[slot * 2] = i + 1;
+    table[slot * 2 + 1] = hash | 0;
   }
   return table;
 }
 
 /** The position of `key` (whose hashKey is `hash`) in `keys` by their keyTable, or -1. */
 export function lookup(keys: readonly string[], table: Int32Array, key: string, hash: number): number {
-  const mask = table.length - 1;
+  const mask = (table.length >> 1) - 1;
+  const h = hash | 0;
   for (let slot = hash & mask; ; slot = (slot + 1) & mask) {
-    const v = table[slot]!;
+    const v = table[slot * 2]!;
     if (v === 0) return -1;
-    if (keys[v - 1] === key) return v - 1;
+    if (table[slot * 2 + 1] === h && keys[v - 1] === key) return v - 1;
   }
 }
 
@@ -361,10 +366,17 @@ export class SegmentCache {
     const best = new Map<string, number>();
     if (held.length > 0) {
       const dictionary = kinds && [...kinds].every((k) => PROPER_KINDS.has(k)) ? this.proper : this.names;
-      const inScope = (name: string) => {
-        const hash = hashKey(name);
-        return held.some((s) => accepted(s, nameOf(s, name, hash)));
-      };
+      // Every name of a dictionary is in a held segment (of a proper kind there, for the proper names'), so
+      // when the scope holds every held segment and the kinds asked are the dictionary's, each name is in scope.
+      const everyHeld = new Set(held).size === this.segments.size;
+      const dictionaryKinds = !kinds || (kinds.size === PROPER_KINDS.size && [...PROPER_KINDS].every((k) => kinds.has(k)));
+      const inScope =
+        everyHeld && dictionaryKinds
+          ? () => true
+          : (name: string) => {
+              const hash = hashKey(name);
+              return held.some((s) => accepted(s, nameOf(s, name, hash)));
+            };
       for (const m of dictionary.similar(text, min, inScope, limit)) best.set(m.name, m.sim);
     }
     const others = segments.filter((s) => !this.holds(s));
@@ -729,7 +741,8 @@ export class TermPositions {
     let positions = this.at.get(lexeme);
     if (!positions) {
       const hash = hashKey(lexeme);
-      positions = Int32Array.from(this.segments, (s) => termOf(s, lexeme, hash));
+      positions = new Int32Array(this.segments.length);
+      for (let si = 0; si < positions.length; si++) positions[si] = termOf(this.segments[si]!, lexeme, hash);
       this.at.set(lexeme, positions);
     }
     return positions;
@@ -812,11 +825,12 @@ export class NamePositions {
     let positions = this.at.get(name);
     if (!positions) {
       const hash = hashKey(name);
-      if (this.ids && !this.ids.holdsName(name)) {
-        const ids = this.ids;
-        const held = (this.held ??= this.segments.map((s) => ids.nameIdsOf(s) !== undefined));
-        positions = Int32Array.from(this.segments, (s, si) => (held[si] ? -1 : nameOf(s, name, hash)));
-      } else positions = Int32Array.from(this.segments, (s) => nameOf(s, name, hash));
+      const ids = this.ids;
+      // a name the dictionary lacks is in no held segment
+      const held = ids && !ids.holdsName(name) ? (this.held ??= this.segments.map((s) => ids.nameIdsOf(s) !== undefined)) : undefined;
+      // a loop, not Int32Array.from(segments, f): that one walks an iterator and costs more than the lookups
+      positions = new Int32Array(this.segments.length);
+      for (let si = 0; si < positions.length; si++) positions[si] = held?.[si] ? -1 : nameOf(this.segments[si]!, name, hash);
       this.at.set(name, positions);
     }
     return positions;
