@@ -910,20 +910,28 @@ export function entityScores(where: NamePositions, weights: ReadonlyMap<string, 
   }
   const w = names.map((name, e) => (df[e]! > 0 ? (weights.get(name) ?? 0) * Math.log(1 + n / df[e]!) : 0));
   const top = new TopK(k);
+  // one accumulator for every segment (a part is > 0, so 0 is "not touched"), reset through the ordinals touched
+  const acc = new Float64Array(where.segments.reduce((most, s) => Math.max(most, s.ids.length), 0));
+  const touched: number[] = [];
   for (const [si, s] of where.segments.entries()) {
-    let acc: Float64Array | undefined;
-    const touched: number[] = [];
+    touched.length = 0;
     for (let e = 0; e < names.length; e++) {
       const i = at[e]![si]!;
       if (i < 0 || w[e] === 0) continue;
-      acc ??= new Float64Array(s.ids.length);
       for (let j = s.nameStart[i]!; j < s.nameStart[i + 1]!; j++) {
         const ord = ordOf(s.mentions[j]!);
         if (acc[ord] === 0) touched.push(ord);
         acc[ord] = acc[ord]! + w[e]! * (1 + Math.log(countOf(s.mentions[j]!)));
       }
     }
-    if (acc) for (const ord of touched) top.offer(s.ids[ord]!, acc[ord]!, s, ord);
+    let threshold = top.threshold;
+    for (const ord of touched) {
+      const score = acc[ord]!;
+      acc[ord] = 0;
+      if (score < threshold) continue;
+      top.offer(s.ids[ord]!, score, s, ord);
+      threshold = top.threshold;
+    }
   }
   return top.sorted();
 }
