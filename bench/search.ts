@@ -126,6 +126,10 @@ async function seed() {
   // the staged vectors under the index in one bulk build (the server's drain would take them 8 at a time)
   await db.execute(sql`insert into chunk_vectors (chunk_id, upload_id, embedding) select chunk_id, upload_id, embedding from chunk_vectors_staged`);
   await db.execute(sql`delete from chunk_vectors_staged`);
+  // as the server's drain does once it has emptied the staging table (PGlite has no autovacuum): without it the
+  // table keeps 100k dead rows (~200 MB) and its index their entries, which searches' joins to it walk through
+  // (reading a page of result rows took 5.0 ms instead of 2.9 on the 100k dataset)
+  await db.execute(sql`vacuum chunk_vectors_staged`);
   await createEmbeddingIndex(db);
   const buildMs = performance.now() - t0;
   await db.execute(sql`analyze`);
