@@ -1,11 +1,12 @@
 /**
  * The SQLSTATE of a database error, wherever the driver put it: on the error itself (pg, PGlite) or on
- * a wrapper's `cause` (drizzle wraps failed queries), a few levels deep.
+ * a wrapper's `cause` (drizzle wraps failed queries), a few levels deep. Five digits or capitals; Node's
+ * own error codes (EPIPE, EBUSY, …) start with E, which no SQLSTATE class does.
  */
 export function sqlState(err: unknown): string | undefined {
   for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+    if (typeof code === 'string' && /^(?!E)[0-9A-Z]{5}$/.test(code)) return code;
   }
   return undefined;
 }

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { sqlState } from '../db/errors.js';
 import { UpstreamError } from '../providers/llm/types.js';
 import { AppError, errorBody, validationFailed, type ErrorCode, type ErrorDetail } from '../shared/errors.js';
 
@@ -37,15 +38,6 @@ const CONTRACT_CLIENT_STATUSES: Record<number, ErrorCode> = {
 /** 22P05 untranslatable character, 22021 invalid byte sequence, 22001 string too long, 22003 number out of range. */
 const INPUT_SQL_STATES = new Set(['22P05', '22021', '22001', '22003']);
 
-/** The SQLSTATE of a database error, looking through the `cause` chain drivers wrap it in. */
-function sqlStateOf(err: unknown): string | undefined {
-  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9]{2}[0-9A-Z]{3}$/.test(code)) return code;
-  }
-  return undefined;
-}
-
 /** Rejects NUL characters anywhere in the JSON body, query or path: Postgres text cannot hold them. */
 function findNul(value: unknown, path: string, depth = 0): string | null {
   if (typeof value === 'string') return value.includes('\u0000') ? path : null;
@@ -75,9 +67,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
     }
     // Postgres data exceptions that only input can cause (NUL or invalid characters, a string or a
     // number too large for its column) are 400s; any other database error is a fault of ours (500).
-    const sqlState = sqlStateOf(err);
-    if (sqlState && INPUT_SQL_STATES.has(sqlState)) {
-      request.log.info({ sqlState, err }, 'request rejected by the database as invalid data');
+    const state = sqlState(err);
+    if (state && INPUT_SQL_STATES.has(state)) {
+      request.log.info({ sqlState: state, err }, 'request rejected by the database as invalid data');
       return reply.status(400).send(errorBody('VALIDATION_FAILED', 'The request contains a value the database cannot store (for example a NUL character or an out-of-range number)'));
     }
     const fe = err as FastifyError & { validation?: AjvLikeError[]; validationContext?: string };
