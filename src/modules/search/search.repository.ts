@@ -177,7 +177,8 @@ export async function refreshUploadStatistics(tx: DbOrTx, uploadId: string): Pro
  * first EDGE_RANK of either), recomputed from the upload's stored mentions by the formulas of
  * insertGraphRowsFromMentions restricted to them; the rest of the upload's graph cannot have changed. A
  * 6,000-chunk file's whole graph takes seconds to recompute, in a transaction every query waits behind
- * on the embedded engine; this reads only the mentions of the chunks that name one of those entities.
+ * on the embedded engine; this aggregates only the mentions of the chunks that name one of those entities
+ * (the file's mention rows are still read through the upload_id index and filtered: `names` has no index).
  */
 async function refreshGraphRowsOf(tx: DbOrTx, uploadId: string, oldNames: readonly string[], newNames: readonly string[]): Promise<void> {
   const names = [...new Set([...oldNames, ...newNames])];

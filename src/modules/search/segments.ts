@@ -798,10 +798,6 @@ export function feedbackTerms(docs: ReadonlyArray<{ segment: Segment; ord: numbe
     .slice(0, n);
 }
 
-/**
- * Where entity names sit in each segment's names (−1: absent), looked up once per name: the graph
- * side of a query asks for its seeds' positions three times (exact match, edges, scores).
- */
 /** Where the ids of the held segments' entity names come from (SegmentCache), to sum over segments without string keys. */
 export interface NameIds {
   nameIdsOf(segment: Segment): Int32Array | undefined;
@@ -811,6 +807,10 @@ export interface NameIds {
   nameScratch(): Float64Array;
 }
 
+/**
+ * Where entity names sit in each segment's names (−1: absent), looked up once per name: the graph
+ * side of a query asks for its seeds' positions three times (exact match, edges, scores).
+ */
 export class NamePositions {
   private readonly at = new Map<string, Int32Array>();
   constructor(
