@@ -557,10 +557,12 @@ export async function createEmbeddingIndex(db: DbOrTx): Promise<void> {
   await db.execute(sql`create index if not exists chunk_vectors_hnsw on chunk_vectors using hnsw (embedding vector_cosine_ops)`);
 }
 
-/** Inside a transaction: removes every vector and changes the columns' dimension (vectors of two sizes cannot share them); the tables locked first. */
+/**
+ * In the transaction of dropEmbeddingIndex, after it (which locked both tables): removes every vector and
+ * changes the columns' dimension (vectors of two sizes cannot share them).
+ */
 export async function resizeEmbeddingColumn(tx: DbOrTx, dimensions: number): Promise<void> {
   if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > 16000) throw new Error(`Invalid embedding dimension ${dimensions}`);
-  await lockVectorTables(tx);
   await tx.execute(sql`delete from chunk_vectors`);
   await tx.execute(sql`delete from chunk_vectors_staged`);
   await tx.execute(sql.raw(`alter table chunk_vectors alter column embedding type vector(${dimensions})`));
