@@ -59,8 +59,6 @@ export async function loadRedisAdapterModules(): Promise<RedisAdapterModules> {
 export class RealtimeGateway {
   readonly io: Server;
   private readonly redis: Redis[] = [];
-  /** Auth invalidations seen so far (a handshake compares the count before and after reading its session). */
-  private invalidations = 0;
 
   constructor(
     app: App,
@@ -90,12 +88,14 @@ export class RealtimeGateway {
       const token = typeof raw === 'string' ? raw.replace(/^Bearer\s+/iu, '').trim() : '';
       if (!token) return next(Object.assign(new Error('UNAUTHENTICATED'), { data: { message: 'Missing access token: connect with auth: {token}' } }));
       // An invalidation while the session is read (a logout committing meanwhile) does not reach this socket:
-      // recheck() passes over sockets still in their handshake. So while one came, the session is read again.
+      // recheck() passes over sockets still in their handshake. So while one came (the auth cache counts
+      // them), the session is read again.
+      const counts = ctx.auth.cache.stats;
       const authenticate = async (): Promise<AuthContext> => {
-        let seen = this.invalidations;
+        let seen = counts.invalidations;
         let auth = await resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now(), ctx.auth);
-        while (this.invalidations !== seen) {
-          seen = this.invalidations;
+        while (counts.invalidations !== seen) {
+          seen = counts.invalidations;
           auth = await resolveSession(ctx.db, auth, ctx.clock.now(), ctx.auth);
         }
         return auth;
@@ -112,10 +112,7 @@ export class RealtimeGateway {
         },
       );
     });
-    const stopWatching = ctx.auth.cache.onInvalidation((event) => {
-      this.invalidations++;
-      this.recheck(event);
-    });
+    const stopWatching = ctx.auth.cache.onInvalidation((event) => this.recheck(event));
     // Sockets are closed before the HTTP server drains, or their long-lived connections would hold it open.
     app.addHook('preClose', async () => {
       stopWatching();
