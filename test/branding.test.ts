@@ -4,7 +4,7 @@ import { eq } from 'drizzle-orm';
 import { institutions } from '../src/db/schema.js';
 import { BrandingCache } from '../src/modules/branding/branding.cache.js';
 import { LocalInvalidationBus } from '../src/platform/invalidation.js';
-import { systemClock } from '../src/shared/clock.js';
+import { ManualClock, systemClock } from '../src/shared/clock.js';
 import { newPublicId } from '../src/shared/ids.js';
 import { bearer, login, makeInstitution, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
@@ -167,18 +167,18 @@ describe('context lookup and branding', () => {
   });
 
   test('a found branding is read again after positiveTtlMs even without an invalidation (one lost on the way)', async () => {
-    let nowMs = 1_000_000;
-    const cache = new BrandingCache(new LocalInvalidationBus(), { now: () => new Date(nowMs) }, { positiveTtlMs: 60_000 });
+    const clock = new ManualClock(1_000_000);
+    const cache = new BrandingCache(new LocalInvalidationBus(), clock, { positiveTtlMs: 60_000 });
     let loads = 0;
     const load = async () => {
       loads++;
       return { found: true as const, institutionId: 'i1', body: `{"v":${loads}}`, etag: `"${loads}"` };
     };
     await cache.get('p1', load);
-    nowMs += 59_999;
+    clock.advance(59_999);
     await cache.get('p1', load);
     assert.equal(loads, 1);
-    nowMs += 1;
+    clock.advance(1);
     assert.equal(cache.peek('p1'), undefined);
     assert.equal(((await cache.get('p1', load)) as { etag: string }).etag, '"2"');
     assert.equal(loads, 2);

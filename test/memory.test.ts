@@ -11,6 +11,7 @@ import { mergeNewestFirst, newestFirst } from '../src/modules/memory/memory.serv
 import { MemoryListResponse } from '../src/modules/memory/memory.schemas.js';
 import { LocalInvalidationBus } from '../src/platform/invalidation.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { ManualClock, systemClock } from '../src/shared/clock.js';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -334,7 +335,7 @@ const rows = (n: number) => Array.from({ length: n }, () => ({ id: newId() }) as
 
 test('memory cache: bounded by rows held (oldest entry first), stale loads not stored', async () => {
   const bus = new LocalInvalidationBus();
-  const cache = new MemoryCache(bus, 3);
+  const cache = new MemoryCache(bus, systemClock, { maxRows: 3 });
   let loads = 0;
   const load = (n: number) => async () => {
     loads++;
@@ -364,7 +365,7 @@ test('memory cache: bounded by rows held (oldest entry first), stale loads not s
 
 test('memory cache: two misses of one key count its rows once; empty lists count against the bound', async () => {
   const bus = new LocalInvalidationBus();
-  const cache = new MemoryCache(bus, 10);
+  const cache = new MemoryCache(bus, systemClock, { maxRows: 10 });
   let loads = 0;
   const load = (n: number) => async () => {
     loads++;
@@ -379,7 +380,7 @@ test('memory cache: two misses of one key count its rows once; empty lists count
   assert.equal(loads, 3, 'u1 and u2 both held');
   cache.close();
 
-  const small = new MemoryCache(bus, 2);
+  const small = new MemoryCache(bus, systemClock, { maxRows: 2 });
   let empties = 0;
   const empty = async () => {
     empties++;
@@ -392,18 +393,18 @@ test('memory cache: two misses of one key count its rows once; empty lists count
 });
 
 test('memory cache: a list is read again after maxAgeMs even without an invalidation (one lost on the way)', async () => {
-  let nowMs = 1_000_000;
-  const cache = new MemoryCache(new LocalInvalidationBus(), 100, 60_000, () => nowMs);
+  const clock = new ManualClock(1_000_000);
+  const cache = new MemoryCache(new LocalInvalidationBus(), clock, { maxRows: 100, maxAgeMs: 60_000 });
   let loads = 0;
   const load = async () => {
     loads++;
     return rows(1);
   };
   await cache.personalOf('u1', load);
-  nowMs += 59_999;
+  clock.advance(59_999);
   await cache.personalOf('u1', load);
   assert.equal(loads, 1);
-  nowMs += 1;
+  clock.advance(1);
   await cache.personalOf('u1', load);
   assert.equal(loads, 2);
   cache.close();

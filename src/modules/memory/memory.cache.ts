@@ -1,4 +1,5 @@
 import { ALL_RECORDS, type InvalidationBus } from '../../platform/invalidation.js';
+import type { Clock } from '../../shared/clock.js';
 import type { MemoryWithInstitution } from './memory.repository.js';
 
 /**
@@ -31,16 +32,20 @@ export class MemoryCache {
   /** Rows held across both maps; entries are evicted oldest first beyond `maxRows`. */
   private rowCount = 0;
 
+  private readonly maxRows: number;
+  /**
+   * How long a list is served without reading it again (default 5 minutes). Invalidation takes effect at
+   * once; this bounds what a lost one could leave (a subscriber that died silently).
+   */
+  private readonly maxAgeMs: number;
+
   constructor(
     bus: InvalidationBus,
-    private readonly maxRows = 200_000,
-    /**
-     * How long a list is served without reading it again (default 5 minutes). Invalidation takes effect at
-     * once; this bounds what a lost one could leave (a subscriber that died silently).
-     */
-    private readonly maxAgeMs = 5 * 60_000,
-    private readonly now: () => number = Date.now,
+    private readonly clock: Clock,
+    options: { maxRows?: number; maxAgeMs?: number } = {},
   ) {
+    this.maxRows = options.maxRows ?? 200_000;
+    this.maxAgeMs = options.maxAgeMs ?? 5 * 60_000;
     this.unsubscribers = [
       bus.subscribe('memory-personal', ({ id }) => this.drop(this.personal, id)),
       bus.subscribe('memory-shared', ({ id }) => this.drop(this.shared, id)),
@@ -66,9 +71,9 @@ export class MemoryCache {
 
   private async get(map: Map<string, Held>, key: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
     const hit = map.get(key);
-    if (hit && this.now() - hit.at < this.maxAgeMs) return hit.rows;
+    const at = this.clock.now().getTime();
+    if (hit && at - hit.at < this.maxAgeMs) return hit.rows;
     const generation = this.generation;
-    const at = this.now();
     const rows = await load();
     if (generation === this.generation && weight(rows) <= this.maxRows) {
       // two misses of one key load it twice: the second replaces the first, which is no longer counted

@@ -75,7 +75,7 @@ export class MemoryService {
   readonly cache: MemoryCache;
 
   constructor(private readonly ctx: AppContext) {
-    this.cache = new MemoryCache(ctx.invalidation);
+    this.cache = new MemoryCache(ctx.invalidation, ctx.clock);
   }
 
   /** Tells the caches (of every node, with a shared bus) which lists a write changed. */
