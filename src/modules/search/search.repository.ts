@@ -611,15 +611,18 @@ export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string
  * or deleted (its file removed) is left for a later batch; an edit or delete that comes after waits for
  * this statement's transaction instead of meeting it halfway.
  */
-export async function drainStagedVectors(db: DbOrTx, limit: number, options: { lockTimeoutMs?: number } = {}): Promise<number> {
-  const { lockTimeoutMs } = options;
+export async function drainStagedVectors(db: DbOrTx, limit: number, options: { lockTimeoutMs?: number; idleCheck?: boolean } = {}): Promise<number> {
+  const { lockTimeoutMs, idleCheck = true } = options;
   // PostgreSQL: a re-embed's index build holds chunk_vectors for minutes; without a bound the statement
   // would wait as long, holding its rows (edits and deletes of those chunks would wait behind it) and a
   // shutdown waiting for it. A conflict fails it instead (55P03), and the drain comes back later.
   if (lockTimeoutMs !== undefined) {
     // the idle check first, one statement that no index build waits for: a transaction only with work to do
-    const [staged] = await rowsOf<{ any: boolean }>(db, sql`select exists (select 1 from chunk_vectors_staged) as any`);
-    if (!staged?.any) return 0;
+    // (skipped with idleCheck false: the caller's previous batch moved vectors, so more are likely waiting)
+    if (idleCheck) {
+      const [staged] = await rowsOf<{ any: boolean }>(db, sql`select exists (select 1 from chunk_vectors_staged) as any`);
+      if (!staged?.any) return 0;
+    }
     return db.transaction(async (tx) => {
       await tx.execute(sql`select set_config('lock_timeout', ${`${Math.max(1, Math.trunc(lockTimeoutMs))}ms`}, true)`);
       return drainStagedVectors(tx, limit);

@@ -103,13 +103,16 @@ export class VectorDrain {
   }
 
   private async run(): Promise<void> {
+    /** the last batch moved vectors (the next one skips the idle check) */
+    let busy = false;
     while (this.running) {
       try {
         if (this.holds > 0 && (await this.underCap())) {
           await this.sleep(250);
           continue;
         }
-        const moved = await drainStagedVectors(this.db, this.options.batch, { lockTimeoutMs: this.options.lockTimeoutMs });
+        const moved = await drainStagedVectors(this.db, this.options.batch, { lockTimeoutMs: this.options.lockTimeoutMs, idleCheck: !busy });
+        busy = moved > 0;
         if (!this.running) break;
         if (moved === 0) {
           if (this.options.vacuum && this.movedSinceVacuum >= MAINTAIN_AFTER) {
