@@ -715,6 +715,41 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(open.length, 0);
   });
 
+  test('a settlement moves what the open reservation holds, not what its caller says; a reservation the sweep closed cannot grow again', async () => {
+    const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Held', ainame: 'H' });
+    await t.database.db.execute(sql`update institutions set credits = 10 where id = ${inst.id}`);
+    const payer = { kind: 'institution' as const, institutionId: inst.id, accountId: w.accountA.id };
+    // a caller that believes it reserved 3 credits when the row holds 2: 2 come back, 0.5 is charged
+    assert.equal(await reserveCredits(t.database.db, payer, 20_000, w.userA1.id, 'held-1', new Date()), 8);
+    const settled = await settleCredits(t.database.db, payer, 30_000, 5_000, w.userA1.id, 'held-1', new Date());
+    assert.equal(settled.balance, 9.5);
+    assert.deepEqual((await ledgerOf('held-1')).map((l) => [l.kind, Number(l.delta)]).sort(), [['charge', -0.5], ['release', 2], ['reserve', -2]]);
+
+    // a request that outlived the sweep: its reservation was released whole, so it cannot grow back
+    const old = new Date(Date.now() - RESERVATION_STALE_MS - 60_000);
+    assert.equal(await reserveCredits(t.database.db, payer, 20_000, w.userA1.id, 'slow-1', old), 7.5);
+    const log = { warn: () => undefined, error: () => undefined } as never;
+    await new ReservationSweep(t.database.db, { now: () => new Date() }, log).run();
+    assert.equal(await balanceOf(t.database.db, payer), 9.5);
+    assert.equal(await extendReservation(t.database.db, payer, 10_000, w.userA1.id, 'slow-1', new Date()), false);
+    assert.equal(await balanceOf(t.database.db, payer), 9.5, 'the closed reservation took nothing more');
+    await assert.rejects(settleCredits(t.database.db, payer, 30_000, 5_000, w.userA1.id, 'slow-1', new Date()), ReservationClosedError);
+    assert.equal(await balanceOf(t.database.db, payer), 9.5, 'and gave nothing back twice');
+    assert.deepEqual((await ledgerOf('slow-1')).map((l) => [l.kind, Number(l.delta)]).sort(), [['release', 2], ['reserve', -2]]);
+    const [sum] = await rowsOf<{ s: string }>(t.database.db, sql`select coalesce(sum(delta), 0)::text as s from credit_ledger where institution_id = ${inst.id} and ref_id in ('held-1', 'slow-1')`);
+    assert.equal(Number(sum!.s), -0.5, 'the ledger of both requests is the one charge');
+  });
+
+  test('a free request (nothing reserved) settles to the balances as they are', async () => {
+    const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Free', ainame: 'F' });
+    await t.database.db.execute(sql`update institutions set credits = 7 where id = ${inst.id}`);
+    await t.database.db.execute(sql`update users set credits_used = 1.25 where id = ${w.userA2.id}`);
+    const payer = { kind: 'institution' as const, institutionId: inst.id, accountId: w.accountA.id };
+    assert.equal(await reserveCredits(t.database.db, payer, 0, w.userA2.id, 'free-1', new Date()), 7);
+    assert.deepEqual(await settleCredits(t.database.db, payer, 0, 0, w.userA2.id, 'free-1', new Date()), { balance: 7, userCreditsUsed: 1.25 });
+    assert.equal((await ledgerOf('free-1')).length, 0);
+  });
+
   test('the reservation is one statement (guarded UPDATE and its ledger row in one CTE): an amount above the balance changes nothing, the exact balance empties it', async () => {
     const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Guard', ainame: 'G' });
     await t.database.db.execute(sql`update institutions set credits = 1.5 where id = ${inst.id}`);

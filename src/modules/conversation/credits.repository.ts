@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { newId } from '../../shared/ids.js';
 import { decimalToUnits, unitsToDecimal } from './pricing.js';
@@ -55,52 +55,52 @@ export interface Settlement {
 }
 
 /**
- * Ends a reservation in ONE atomic statement: the whole reservation is released (`release`,
- * +reserved) and the actual cost charged (`charge`, −charged) as one balance change (+reserved
- * −charged) with both ledger rows, so the ledger of a request always reads reserve −max, release +max,
- * charge −actual. The charge is capped at the reservation (the reservation carries a margin; the cap
- * only matters if a provider reports far more input than we counted): a balance never goes below
- * zero. credits_used grows by the charge on the payer and, when the institution pays, on the asking
- * user. Pass a transaction to write the history record in the same commit.
+ * Ends a reservation in ONE atomic statement: the open reservation row is deleted, and what it holds is
+ * released whole (`release`, +reserved) and the actual cost charged (`charge`, −charged) as one balance
+ * change (+reserved −charged) with both ledger rows, so the ledger of a request always reads reserve −max,
+ * release +max, charge −actual. The amounts come from the deleted row, not from the caller: a reservation
+ * closed meanwhile (the sweep) moves nothing, and one that changed meanwhile is released as it stands. The
+ * charge is capped at the reservation (the reservation carries a margin; the cap only matters if a provider
+ * reports far more input than we counted): a balance never goes below zero. credits_used grows by the
+ * charge on the payer and, when the institution pays, on the asking user. `reservedUnits` is what the
+ * caller reserved: 0 (a free request) opened no row, and the balances are read instead; otherwise a
+ * reservation no longer open is a ReservationClosedError. Pass a transaction to write the history record
+ * in the same commit.
  */
 export async function settleCredits(db: DbOrTx, payer: Payer, reservedUnits: number, chargedUnits: number, userId: string, refId: string, now: Date): Promise<Settlement> {
-  const charged = Math.max(0, Math.min(chargedUnits, reservedUnits));
-  const back = unitsToDecimal(reservedUnits - charged);
-  const spent = unitsToDecimal(charged);
-  const rowsToLog = [
-    ...(reservedUnits > 0 ? [ledgerValues(payer, 'release', reservedUnits, userId, refId, now)] : []),
-    ...(charged > 0 ? [ledgerValues(payer, 'charge', -charged, userId, refId, now)] : []),
-  ];
-  const log = rowsToLog.length
-    ? sql`, logged as (
-          insert into credit_ledger (id, account_id, user_id, institution_id, delta, kind, actor_user_id, ref_id, created_at)
-          select v.* from (values ${sql.join(rowsToLog, sql`, `)}) v, moved
-        )`
-    : sql``;
+  const wanted = unitsToDecimal(Math.max(0, chargedUnits));
+  const ledgerRow = (kind: 'release' | 'charge', delta: SQL) =>
+    sql`select ${newId()}, ${payer.accountId}, ${ledgerUser(payer)}::text, ${ledgerInstitution(payer)}::text, ${delta}, ${kind}, ${userId}, ${refId}, ${now.toISOString()}::timestamptz from c, moved`;
   // The asking user's own consumption total, when the institution pays (when the user pays, `moved` is that row).
   const used =
     payer.kind === 'institution'
-      ? sql`, used as (update users set credits_used = credits_used + ${spent}::numeric where id = ${userId} and exists (select 1 from closed) returning credits_used)`
+      ? sql`, used as (update users set credits_used = credits_used + (select charged from c) where id = ${userId} and exists (select 1 from moved) returning credits_used)`
       : sql``;
-  // The open reservation is deleted by the same statement: only the statement that deletes it moves the
-  // balance, so a reservation is settled once however many try (a sweep, a retry).
+  // Only the statement that deletes the open reservation moves the balance, so a reservation is settled
+  // once however many try (a sweep, a retry).
   const rows = await rowsOf<{ credits: string; credits_used: string; user_used: string | null }>(
     db,
     sql`with closed as (
-          delete from credit_reservations where ref_id = ${refId} returning ref_id
+          delete from credit_reservations where ref_id = ${refId} returning amount
+        ), c as (
+          select amount as reserved, least(${wanted}::numeric, amount) as charged from closed
         ), moved as (
-          update ${balanceTable(payer)} set credits = credits + ${back}::numeric, credits_used = credits_used + ${spent}::numeric
-           where id = ${payerId(payer)} and exists (select 1 from closed)
+          update ${balanceTable(payer)} set credits = credits + (select reserved - charged from c), credits_used = credits_used + (select charged from c)
+           where id = ${payerId(payer)} and exists (select 1 from c)
        returning credits, credits_used
-        )${log}${used}
+        ), logged as (
+          insert into credit_ledger (id, account_id, user_id, institution_id, delta, kind, actor_user_id, ref_id, created_at)
+          ${ledgerRow('release', sql`c.reserved`)} where c.reserved > 0
+          union all ${ledgerRow('charge', sql`-c.charged`)} where c.charged > 0
+        )${used}
         select moved.credits, moved.credits_used, ${payer.kind === 'institution' ? sql`(select credits_used from used)` : sql`null`} as user_used from moved`,
   );
   const row = rows[0];
-  if (!row && reservedUnits > 0) throw new ReservationClosedError(refId);
-  return {
-    balance: Number(row?.credits ?? 0),
-    userCreditsUsed: Number((payer.kind === 'institution' ? row?.user_used : row?.credits_used) ?? 0),
-  };
+  if (row) return { balance: Number(row.credits), userCreditsUsed: Number((payer.kind === 'institution' ? row.user_used : row.credits_used) ?? 0) };
+  if (reservedUnits > 0) throw new ReservationClosedError(refId);
+  // nothing was reserved (a free request): nothing moves, the balances are as they are
+  const [user] = await rowsOf<{ credits_used: string }>(db, sql`select credits_used from users where id = ${userId}`);
+  return { balance: await balanceOf(db, payer), userCreditsUsed: Number(user?.credits_used ?? 0) };
 }
 
 /** Gives the whole reservation back (`release`, +reserved): nothing is charged. */
@@ -108,9 +108,33 @@ export async function releaseCredits(db: DbOrTx, payer: Payer, reservedUnits: nu
   return (await settleCredits(db, payer, reservedUnits, 0, userId, refId, now)).balance;
 }
 
-/** Grows an open reservation by `units` (another model call of the same request), with the same guard. */
+/**
+ * Grows an open reservation by `units` (another model call of the same request) in ONE statement: the
+ * reservation row is locked first, and the balance moves (with the same guard and ledger row as a
+ * reservation) and the row grows only if it is still open. False when the balance does not cover it or
+ * the reservation was closed meanwhile (the sweep): nothing changed.
+ */
 export async function extendReservation(db: DbOrTx, payer: Payer, units: number, actorUserId: string, refId: string, now: Date): Promise<boolean> {
-  return (await reserveCredits(db, payer, units, actorUserId, refId, now)) !== null;
+  if (units <= 0) return true;
+  const amount = unitsToDecimal(units);
+  const rows = await rowsOf<{ credits: string }>(
+    db,
+    sql`with open as (
+          select ref_id from credit_reservations where ref_id = ${refId} for update
+        ), moved as (
+          update ${balanceTable(payer)} set credits = credits - ${amount}::numeric
+           where id = ${payerId(payer)} and credits >= ${amount}::numeric and exists (select 1 from open)
+       returning credits
+        ), logged as (
+          insert into credit_ledger (id, account_id, user_id, institution_id, delta, kind, actor_user_id, ref_id, created_at)
+          select v.* from (values ${ledgerValues(payer, 'reserve', -units, actorUserId, refId, now)}) v, moved
+        ), grown as (
+          update credit_reservations set amount = amount + ${amount}::numeric, updated_at = ${now.toISOString()}::timestamptz
+           where ref_id = ${refId} and exists (select 1 from moved)
+        )
+        select credits from moved`,
+  );
+  return rows.length > 0;
 }
 
 /** A settlement found no open reservation: it was settled already (a sweep after the request outlived it), or its payer is gone. */
