@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
 import { io as connect, type Socket as ClientSocket } from 'socket.io-client';
 import { rowsOf } from '../src/db/client.js';
-import { extendReservation, reserveCredits, balanceOf, settleCredits, ReservationClosedError } from '../src/modules/conversation/credits.repository.js';
+import { extendReservation, reserveCredits, balanceOf, releaseStaleReservations, settleCredits, ReservationClosedError } from '../src/modules/conversation/credits.repository.js';
 import { RESERVATION_STALE_MS, ReservationSweep } from '../src/modules/conversation/reservation-sweep.js';
 import { RAG_ONLY_NOTHING_FOUND } from '../src/modules/conversation/qanda.service.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
@@ -738,6 +738,20 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.deepEqual((await ledgerOf('slow-1')).map((l) => [l.kind, Number(l.delta)]).sort(), [['release', 2], ['reserve', -2]]);
     const [sum] = await rowsOf<{ s: string }>(t.database.db, sql`select coalesce(sum(delta), 0)::text as s from credit_ledger where institution_id = ${inst.id} and ref_id in ('held-1', 'slow-1')`);
     assert.equal(Number(sum!.s), -0.5, 'the ledger of both requests is the one charge');
+  });
+
+  test('an answer whose reservation the sweep released while it ran gets 409 and is not charged; the balance is as before it', async () => {
+    const before = await balance('institutions', w.a1.id);
+    // the model answers only after every open reservation was released as stale (this request's among them)
+    stub.setChatHandler(async () => {
+      await releaseStaleReservations(t.database.db, new Date(Date.now() + 3_600_000), new Date());
+      return { content: 'late answer', usage: { prompt_tokens: 50, completion_tokens: 100 } };
+    });
+    const res = await ask(tok.userA1!, { id: 1700000000999, inputs: ['A slow question?'], outputs: [] });
+    stub.setChatHandler(null);
+    assert.equal(res.statusCode, 409, res.body);
+    assert.equal(res.json().error.code, 'CONFLICT');
+    assert.equal(await balance('institutions', w.a1.id), before);
   });
 
   test('a free request (nothing reserved) settles to the balances as they are', async () => {

@@ -36,7 +36,8 @@ const QANDA_DESCRIPTION =
   'has done true, chunk "" and usage, credits); credit payment (the actual cost rounded up to 0.0001 credit, the rest released); ' +
   'history record; response. ragOnly with no matching passage answers so without calling the model (nothing charged). Provider ' +
   'timeout, 5xx or a stream dropped mid-way: 502 UPSTREAM_FAILED, nothing charged, record success false. A socket that disconnects ' +
-  'mid-answer: streamingFailed true with streamingError, and outputs still hold the whole answer. Rate limited per user ' +
+  'mid-answer: streamingFailed true with streamingError, and outputs still hold the whole answer. An answer still running when its ' +
+  'credit reservation is released as stale (2 hours without growing): 409 CONFLICT, nothing charged. Rate limited per user ' +
   '(QANDA_RATE_LIMIT_PER_MINUTE). Tools (vault_search, memory_lookup, current_datetime) are offered to openai-compatible models per ' +
   "the assistant's assistantToolMode minus the institution's toolsDisabled; each call and response is kept on the record.";
 
@@ -65,7 +66,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
           description: QANDA_DESCRIPTION,
           security: SECURED,
           body: QandaBody,
-          response: { 200: QandaResponse, ...errorResponses(400, 401, 402, 403, 404, 422, 429, 502) },
+          response: { 200: QandaResponse, ...errorResponses(400, 401, 402, 403, 404, 409, 422, 429, 502) },
         },
         preValidation: authenticated,
         preHandler: qandaRate,

@@ -9,7 +9,7 @@ import { retrieve } from '../search/retrieve.js';
 import * as assistantsRepo from './assistants.repository.js';
 import { ContentFilter } from './content-filter.js';
 import { actingIn, assertUseAssistant } from './conversation.policy.js';
-import { extendReservation, reserveCredits, settleCredits, type Payer } from './credits.repository.js';
+import { extendReservation, ReservationClosedError, reserveCredits, settleCredits, type Payer } from './credits.repository.js';
 import * as historiesRepo from './histories.repository.js';
 import { loadMemoryParameters } from './memory.js';
 import { costOfUsage, maxCostUnits, priceFor, toCredits } from './pricing.js';
@@ -349,6 +349,11 @@ export class QandaService {
         promptMode: mode,
       };
     } catch (err) {
+      // the sweep released the reservation (the request outlived RESERVATION_STALE_MS): nothing is open to pay
+      if (err instanceof ReservationClosedError) {
+        ctx.auth.cache.invalidateUser(auth.userId);
+        throw new AppError(409, 'CONFLICT', 'The answer took longer than its credit reservation is held; it was not charged');
+      }
       if (open) {
         const charged = Math.min(chargedUnits, reserved);
         await settleCredits(ctx.db, payer, reserved, charged, auth.userId, historyId, now()).then(
