@@ -373,10 +373,12 @@ export const systemState = pgTable('system_state', {
 /**
  * Every movement of credits is one row here, written in the same transaction as the atomic balance
  * change it records, so any balance can be re-derived: balance = sum(delta) of its rows.
- * Exactly one of userId / institutionId names the balance that moved.
+ * One of userId / institutionId names the balance that moved while that holder exists; neither after it was
+ * deleted (migration 0012: the rows stay with the account).
  * kind: opening (balance found when the ledger was introduced) | topup (superadmin mint) |
  * transfer_out / transfer_in (an admin moves credits it holds) | award (creditAward on first enrolment) |
- * reserve / release / charge (Q&A: reservation of the maximum, release of the rest) | correction.
+ * reserve / release / charge (Q&A: reservation of the maximum, release of the rest) | correction |
+ * closed (the balance a deleted holder still had, taken off with it; ref_id = the holder's id).
  */
 export const creditLedger = pgTable(
   'credit_ledger',

@@ -1,6 +1,7 @@
 import { TransactionRollbackError, and, eq, gt, sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { creditAwards, creditLedger, institutions, users } from '../../db/schema.js';
+import { inList } from '../../db/search.js';
 import { newId } from '../../shared/ids.js';
 
 /**
@@ -79,8 +80,8 @@ export async function transferCredits(
 async function lockHolders(tx: DbOrTx, holders: Holder[]): Promise<void> {
   const institutionIds = [...new Set(holders.flatMap((h) => ('institution' in h ? [h.institution] : [])))].sort();
   const userIds = [...new Set(holders.flatMap((h) => ('user' in h ? [h.user] : [])))].sort();
-  if (institutionIds.length > 0) await tx.execute(sql`select id from institutions where id in (${sql.join(institutionIds.map((i) => sql`${i}`), sql`, `)}) order by id for update`);
-  if (userIds.length > 0) await tx.execute(sql`select id from users where id in (${sql.join(userIds.map((i) => sql`${i}`), sql`, `)}) order by id for update`);
+  if (institutionIds.length > 0) await tx.execute(sql`select id from institutions where ${inList(institutions.id, institutionIds)} order by id for update`);
+  if (userIds.length > 0) await tx.execute(sql`select id from users where ${inList(users.id, userIds)} order by id for update`);
 }
 
 /**
