@@ -619,7 +619,7 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(Math.round(ledger.reduce((sum, l) => sum + Number(l.delta), 0) * 10_000), -6250);
   });
 
-  test('a failure no step settles (the institution deleted during the answer: its record cannot be saved) still ends the reservation: only what the model consumed is paid', async () => {
+  test('the institution deleted during the answer (its record cannot be saved): 409 CONFLICT, and the reservation still ends: only what the model consumed is paid', async () => {
     const inst = await makeInstitution(t.database, w.accountA.id, { poolCredits: false, maxCompletionTokens: 200 });
     const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [inst.id]: 'user' }, fields: { credits: '20' } });
     const token = (await login(t.app, member.email)).accessToken;
@@ -628,7 +628,9 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
       return { content: 'answered into the void', usage: { prompt_tokens: 100, completion_tokens: 20 } };
     });
     const res = await ask(token, { inputs: ['anyone there?'], requestArgs: { ragIgnore: true } });
-    assert.equal(res.statusCode, 500, res.body);
+    assert.equal(res.statusCode, 409, res.body);
+    assert.equal(res.json().error.code, 'CONFLICT');
+    assert.match(res.json().message, /deleted while it was being generated/);
     // the member's own balance paid the consumption (0.4) and got the rest of the reservation back
     assert.equal(Math.round((await balance('users', member.id)) * 10_000), 196_000);
     const ledger = await rowsOf<{ kind: string; delta: string }>(t.database.db, sql`select kind, delta from credit_ledger where user_id = ${member.id} order by kind`);

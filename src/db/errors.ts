@@ -14,6 +14,14 @@ export function sqlState(err: unknown): string | undefined {
 /** A unique index refused the row (23505). */
 export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === '23505';
 
+/**
+ * A row this statement refers to is gone (23503, foreign key violation): a record the request named was
+ * deleted by another request after this one had checked it (an institution deleted while an answer was
+ * being generated, a collection deleted during an upload). Routes check what they are given first, so
+ * input alone does not reach this.
+ */
+export const isForeignKeyViolation = (err: unknown): boolean => sqlState(err) === '23503';
+
 /** A lock not obtained within lock_timeout (55P03), or a deadlock PostgreSQL broke by aborting this transaction (40P01). */
 export const isLockConflict = (err: unknown): boolean => {
   const code = sqlState(err);

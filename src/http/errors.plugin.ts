@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sqlState } from '../db/errors.js';
+import { isForeignKeyViolation, sqlState } from '../db/errors.js';
 import { UpstreamError } from '../providers/llm/types.js';
 import { AppError, errorBody, validationFailed, type ErrorCode, type ErrorDetail } from '../shared/errors.js';
 
@@ -71,6 +71,12 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (state && INPUT_SQL_STATES.has(state)) {
       request.log.info({ sqlState: state, err }, 'request rejected by the database as invalid data');
       return reply.status(400).send(errorBody('VALIDATION_FAILED', 'The request contains a value the database cannot store (for example a NUL character or an out-of-range number)'));
+    }
+    // A record the request refers to was deleted by another request while this one ran: a conflict with
+    // that request, not a fault of ours (each route checks what it is given before it writes).
+    if (isForeignKeyViolation(err)) {
+      request.log.warn({ sqlState: state, err }, 'a record this request refers to was deleted while it ran');
+      return reply.status(409).send(errorBody('CONFLICT', 'A record this request refers to was deleted while the request was being processed'));
     }
     const fe = err as FastifyError & { validation?: AjvLikeError[]; validationContext?: string };
     if (fe.validation) {

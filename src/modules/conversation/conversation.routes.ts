@@ -37,7 +37,9 @@ const QANDA_DESCRIPTION =
   'history record; response. ragOnly with no matching passage answers so without calling the model (nothing charged). Provider ' +
   'timeout, 5xx or a stream dropped mid-way: 502 UPSTREAM_FAILED, nothing charged, record success false. A socket that disconnects ' +
   'mid-answer: streamingFailed true with streamingError, and outputs still hold the whole answer. An answer still running when its ' +
-  'credit reservation is released as stale (2 hours without growing): 409 CONFLICT, nothing charged. Rate limited per user ' +
+  'credit reservation is released as stale (2 hours without growing): 409 CONFLICT, nothing charged. An institution or user deleted ' +
+  'while its answer is generated: 409 CONFLICT, the answer not saved, what the model consumed charged to the payer if it still exists. ' +
+  'Rate limited per user ' +
   '(QANDA_RATE_LIMIT_PER_MINUTE). Tools (vault_search, memory_lookup, current_datetime) are offered to openai-compatible models per ' +
   "the assistant's assistantToolMode minus the institution's toolsDisabled; each call and response is kept on the record.";
 

@@ -1,6 +1,7 @@
 import type { AppContext } from '../../context.js';
 import { countInputTokens, countTextTokens, loadEncoding } from '../../providers/llm/tokens.js';
 import { UpstreamError, type ChatMessage, type ChatRequest, type ChatResult, type TokenUsage, type ToolCall } from '../../providers/llm/types.js';
+import { isForeignKeyViolation } from '../../db/errors.js';
 import { AppError, badField, contentBlocked, forbidden, insufficientCredits, notFound, upstreamFailed } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';
@@ -360,6 +361,10 @@ export class QandaService {
           () => ctx.auth.cache.invalidateUser(auth.userId),
           (e: unknown) => ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be settled after a failure'),
         );
+      }
+      // the record's institution, account or user was deleted while the model answered: it cannot be saved
+      if (isForeignKeyViolation(err)) {
+        throw new AppError(409, 'CONFLICT', 'The institution or user this answer belongs to was deleted while it was being generated; the answer was not saved');
       }
       throw err;
     }
