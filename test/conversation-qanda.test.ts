@@ -6,6 +6,13 @@ import { io as connect, type Socket as ClientSocket } from 'socket.io-client';
 import { rowsOf } from '../src/db/client.js';
 import { extendReservation, reserveCredits, balanceOf, releaseStaleReservations, settleCredits, ReservationClosedError } from '../src/modules/conversation/credits.repository.js';
 import { RESERVATION_STALE_MS, ReservationSweep } from '../src/modules/conversation/reservation-sweep.js';
+import {
+  claimIdempotencyKey,
+  completeIdempotencyKey,
+  deleteExpiredIdempotencyKeys,
+  IDEMPOTENCY_KEY_TTL_MS,
+  releaseIdempotencyKey,
+} from '../src/modules/conversation/idempotency.repository.js';
 import { RAG_ONLY_NOTHING_FOUND } from '../src/modules/conversation/qanda.service.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
@@ -636,6 +643,155 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     const ledger = await rowsOf<{ kind: string; delta: string }>(t.database.db, sql`select kind, delta from credit_ledger where user_id = ${member.id} order by kind`);
     assert.deepEqual(ledger.map((l) => l.kind), ['charge', 'release', 'reserve']);
     assert.equal(Math.round(ledger.reduce((sum, l) => sum + Number(l.delta), 0) * 10_000), -4000);
+  });
+
+  describe('Idempotency-Key', () => {
+    const askWithKey = (token: string, key: string, body: Record<string, unknown>, path: string = PATHS.classic) =>
+      t.app.inject({ method: 'POST', url: path, headers: { 'x-access-token': token, 'idempotency-key': key }, payload: body });
+    const historiesOf = async (userId: string, input: string) =>
+      (await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from histories where user_id = ${userId} and input = ${input}`))[0]!.n;
+
+    test('a retry with the same key and request gets the first response again: one model call, one charge, one record; the socket id and key order may differ', async () => {
+      stub.setChatHandler(() => ({ content: 'Paid once.', usage: { prompt_tokens: 100, completion_tokens: 10 } }));
+      const calls = stub.requestsTo('/v1/chat/completions').length;
+      const before = await balance('institutions', w.a1.id);
+      const first = await askWithKey(tok.userA1!, 'retry-1', { id: 1700000000100, inputs: ['pay me once'], requestArgs: { userTimezone: 'UTC', ragIgnore: true } });
+      assert.equal(first.statusCode, 200, first.body);
+      assert.equal(first.headers['idempotent-replayed'], undefined);
+      const afterFirst = await balance('institutions', w.a1.id);
+      assert.ok(afterFirst < before);
+      const retry = await askWithKey(tok.userA1!, 'retry-1', { requestArgs: { ragIgnore: true, userTimezone: 'UTC', socketId: 'not-connected' }, inputs: ['pay me once'], id: 1700000000100 });
+      assert.equal(retry.statusCode, 200, retry.body);
+      assert.equal(retry.headers['idempotent-replayed'], 'true');
+      assert.deepEqual(retry.json(), first.json());
+      assert.equal(stub.requestsTo('/v1/chat/completions').length, calls + 1, 'the retry made no model call');
+      assert.equal(await balance('institutions', w.a1.id), afterFirst, 'the retry charged nothing');
+      assert.equal(await historiesOf(w.userA1.id, 'pay me once'), 1);
+      assert.deepEqual((await ledgerOf(first.json().historyId)).map((l) => l.kind).sort(), ['charge', 'release', 'reserve']);
+      // the same request without the key, or under another key, is a new request
+      const fresh = await askWithKey(tok.userA1!, 'retry-2', { id: 1700000000100, inputs: ['pay me once'], requestArgs: { userTimezone: 'UTC', ragIgnore: true } });
+      assert.equal(fresh.statusCode, 200, fresh.body);
+      assert.notEqual(fresh.json().historyId, first.json().historyId);
+      assert.equal(await historiesOf(w.userA1.id, 'pay me once'), 2);
+    });
+
+    test('the same key with another request is a 400 that changes nothing; keys are per user and per endpoint', async () => {
+      stub.setChatHandler(() => ({ content: 'Keyed.', usage: { prompt_tokens: 10, completion_tokens: 2 } }));
+      const first = await askWithKey(tok.userA1!, 'shared-key', { inputs: ['first question'], requestArgs: { ragIgnore: true } });
+      assert.equal(first.statusCode, 200, first.body);
+      const before = await balance('institutions', w.a1.id);
+      const other = await askWithKey(tok.userA1!, 'shared-key', { inputs: ['another question'], requestArgs: { ragIgnore: true } });
+      assert.equal(other.statusCode, 400, other.body);
+      assert.equal(other.json().error.code, 'VALIDATION_FAILED');
+      assert.equal(other.json().error.details[0].field, 'Idempotency-Key');
+      const otherEndpoint = await askWithKey(tok.userA1!, 'shared-key', { inputs: ['first question'], requestArgs: { ragIgnore: true } }, PATHS.soul);
+      assert.equal(otherEndpoint.statusCode, 400, otherEndpoint.body);
+      assert.equal(await balance('institutions', w.a1.id), before);
+      assert.equal(await historiesOf(w.userA1.id, 'another question'), 0);
+      // another user's key of the same name is theirs
+      const mine = await askWithKey(tok.userA2!, 'shared-key', { inputs: ['first question'], requestArgs: { ragIgnore: true } });
+      assert.equal(mine.statusCode, 200, mine.body);
+      assert.equal(mine.headers['idempotent-replayed'], undefined);
+      assert.notEqual(mine.json().historyId, first.json().historyId);
+    });
+
+    test('a retry while the first request runs is a 409 with Retry-After; after it, the replay', async () => {
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      stub.setChatHandler(async () => {
+        await gate;
+        return { content: 'Slow answer.', usage: { prompt_tokens: 10, completion_tokens: 3 } };
+      });
+      const calls = stub.requestsTo('/v1/chat/completions').length;
+      const running = askWithKey(tok.userA1!, 'slow-1', { inputs: ['take your time'], requestArgs: { ragIgnore: true } });
+      for (let i = 0; i < 500 && stub.requestsTo('/v1/chat/completions').length === calls; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(stub.requestsTo('/v1/chat/completions').length, calls + 1, 'the first request reached the model');
+      const during = await askWithKey(tok.userA1!, 'slow-1', { inputs: ['take your time'], requestArgs: { ragIgnore: true } });
+      assert.equal(during.statusCode, 409, during.body);
+      assert.equal(during.json().error.code, 'CONFLICT');
+      assert.equal(during.headers['retry-after'], '1');
+      open();
+      const first = await running;
+      assert.equal(first.statusCode, 200, first.body);
+      const after = await askWithKey(tok.userA1!, 'slow-1', { inputs: ['take your time'], requestArgs: { ragIgnore: true } });
+      assert.equal(after.statusCode, 200, after.body);
+      assert.equal(after.json().historyId, first.json().historyId);
+      assert.equal(stub.requestsTo('/v1/chat/completions').length, calls + 1);
+    });
+
+    test('a request that fails gives its key back: the retry is answered afresh and paid once', async () => {
+      stub.setChatHandler(() => ({ content: 'Second time lucky.', usage: { prompt_tokens: 10, completion_tokens: 4 } }));
+      stub.failNext(2, 500); // the moderation call (fails open) and the model call
+      const failed = await askWithKey(tok.userA1!, 'flaky-1', { inputs: ['try again'], requestArgs: { ragIgnore: true } });
+      assert.equal(failed.statusCode, 502, failed.body);
+      const before = await balance('institutions', w.a1.id);
+      const retry = await askWithKey(tok.userA1!, 'flaky-1', { inputs: ['try again'], requestArgs: { ragIgnore: true } });
+      assert.equal(retry.statusCode, 200, retry.body);
+      assert.equal(retry.headers['idempotent-replayed'], undefined);
+      assert.deepEqual(retry.json().outputs, ['Second time lucky.']);
+      assert.equal(Math.round((before - (await balance('institutions', w.a1.id))) * 10_000), Math.round(retry.json().credits * 10_000));
+      const replay = await askWithKey(tok.userA1!, 'flaky-1', { inputs: ['try again'], requestArgs: { ragIgnore: true } });
+      assert.equal(replay.headers['idempotent-replayed'], 'true');
+      assert.equal(replay.json().historyId, retry.json().historyId);
+    });
+
+    test('a replay naming a connected socket streams the saved answer to it in one piece, then the last event', async () => {
+      stub.setChatHandler(() => ({ content: 'Streamed before the reconnect.', usage: { prompt_tokens: 10, completion_tokens: 5 } }));
+      const first = await askWithKey(tok.userA1!, 'stream-1', { id: 77, inputs: ['stream it'], requestArgs: { ragIgnore: true } });
+      assert.equal(first.statusCode, 200, first.body);
+      const socket = await openSocket(tok.userA1!);
+      const stream = collect(socket);
+      const replay = await askWithKey(tok.userA1!, 'stream-1', { id: 77, inputs: ['stream it'], requestArgs: { ragIgnore: true, socketId: socket.id } });
+      assert.equal(replay.statusCode, 200, replay.body);
+      assert.equal(replay.json().streamingFailed, false);
+      const events = await stream.done;
+      assert.deepEqual(
+        events.map((e) => [e.id, e.index, e.chunk, e.done]),
+        [
+          [77, 0, 'Streamed before the reconnect.', false],
+          [77, 1, '', true],
+        ],
+      );
+      assert.deepEqual([events[1]!.usage, events[1]!.credits], [first.json().usage, first.json().credits]);
+    });
+
+    test('keys out of bounds are a 400 before anything runs', async () => {
+      for (const key of ['x'.repeat(256), 'has space', 'tab\there']) {
+        const res = await askWithKey(tok.userA1!, key, { inputs: ['bounds'], requestArgs: { ragIgnore: true } });
+        assert.equal(res.statusCode, 400, `${JSON.stringify(key)}: ${res.body}`);
+        assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+      }
+      assert.equal(await historiesOf(w.userA1.id, 'bounds'), 0);
+    });
+
+    test('a key whose request died is taken over once stale; a finished key expires after 24 hours (and the sweep deletes it)', async () => {
+      const now = new Date('2030-01-01T00:00:00Z');
+      const staleBefore = (at: Date) => new Date(at.getTime() - RESERVATION_STALE_MS);
+      const claimed = await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', now, staleBefore(now));
+      assert.equal(claimed.state, 'claimed');
+      const soon = new Date(now.getTime() + 60_000);
+      assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', soon, staleBefore(soon)), { state: 'running' });
+      const late = new Date(now.getTime() + RESERVATION_STALE_MS + 1);
+      const taken = await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', late, staleBefore(late));
+      assert.equal(taken.state, 'claimed');
+      // the first claimant, finishing after the takeover, neither completes nor releases the new claim
+      await completeIdempotencyKey(t.database.db, w.userB1.id, 'died', now, { stale: true });
+      await releaseIdempotencyKey(t.database.db, w.userB1.id, 'died', now);
+      assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', late, staleBefore(late)), { state: 'running' });
+      await completeIdempotencyKey(t.database.db, w.userB1.id, 'died', late, { ok: 1 });
+      const day = new Date(late.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1);
+      assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', day, staleBefore(day)), { state: 'replay', response: { ok: 1 } });
+      const keyRows = async () => (await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from qanda_idempotency_keys where user_id = ${w.userB1.id}`))[0]!.n;
+      await deleteExpiredIdempotencyKeys(t.database.db, day); // the other tests' keys (made today) go; this one stays
+      assert.equal(await keyRows(), 1);
+      // past 24 hours the key is a new request's, whatever it asks
+      const expired = new Date(late.getTime() + IDEMPOTENCY_KEY_TTL_MS + 1);
+      assert.equal((await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f2', expired, staleBefore(expired))).state, 'claimed');
+      await completeIdempotencyKey(t.database.db, w.userB1.id, 'died', expired, { ok: 2 });
+      assert.equal(await deleteExpiredIdempotencyKeys(t.database.db, new Date(expired.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1)), 0);
+      assert.equal(await deleteExpiredIdempotencyKeys(t.database.db, new Date(expired.getTime() + IDEMPOTENCY_KEY_TTL_MS + 1)), 1);
+      assert.equal(await keyRows(), 0);
+    });
   });
 
   test('50 simultaneous requests against a balance covering about 20: never below zero, balance = start − ledger charges = start − recorded credits', async () => {

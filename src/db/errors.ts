@@ -17,8 +17,7 @@ export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === '2
 /**
  * A row this statement refers to is gone (23503, foreign key violation): a record the request named was
  * deleted by another request after this one had checked it (an institution deleted while an answer was
- * being generated, a collection deleted during an upload). Routes check what they are given first, so
- * input alone does not reach this.
+ * being generated). Routes check what they are given first, so input alone does not reach this.
  */
 export const isForeignKeyViolation = (err: unknown): boolean => sqlState(err) === '23503';
 

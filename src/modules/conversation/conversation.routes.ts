@@ -20,7 +20,7 @@ import { AssistantsService } from './assistants.service.js';
 import { FeedbacksBody, FeedbacksResponse, HistoriesBody, HistoriesResponse, HistoryEnvelope, PatchHistoryBody } from './histories.schemas.js';
 import { HistoriesService } from './histories.service.js';
 import type { PromptMode } from './prompts.js';
-import { QandaBody, QandaResponse } from './qanda.schemas.js';
+import { QandaBody, QandaHeaders, QandaResponse } from './qanda.schemas.js';
 import { QandaService } from './qanda.service.js';
 
 const QANDA_DESCRIPTION =
@@ -41,7 +41,12 @@ const QANDA_DESCRIPTION =
   'while its answer is generated: 409 CONFLICT, the answer not saved, what the model consumed charged to the payer if it still exists. ' +
   'Rate limited per user ' +
   '(QANDA_RATE_LIMIT_PER_MINUTE). Tools (vault_search, memory_lookup, current_datetime) are offered to openai-compatible models per ' +
-  "the assistant's assistantToolMode minus the institution's toolsDisabled; each call and response is kept on the record.";
+  "the assistant's assistantToolMode minus the institution's toolsDisabled; each call and response is kept on the record. " +
+  'Retries: send an Idempotency-Key header (1-255 visible ASCII characters, unique per request of a user). A retry with the same key ' +
+  'and the same request (endpoint, current institution and body; the socket id may differ) after it succeeded gets the same response ' +
+  'again with the header Idempotent-Replayed: true, streamed in one piece to its socket if it names one: no second answer, no second ' +
+  'charge. While the first is still running: 409 CONFLICT with Retry-After. The same key with a different request: 400. A request that ' +
+  'fails gives its key back (a retry is answered afresh). Keys are kept 24 hours.';
 
 /** Conversation: the Q&A endpoints, assistants, histories and their admin listings (contract §6). */
 export async function conversationRoutes(app: App, ctx: AppContext, realtime: RealtimeGateway): Promise<void> {
@@ -67,13 +72,18 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
           summary,
           description: QANDA_DESCRIPTION,
           security: SECURED,
+          headers: QandaHeaders,
           body: QandaBody,
           response: { 200: QandaResponse, ...errorResponses(400, 401, 402, 403, 404, 409, 422, 429, 502) },
         },
         preValidation: authenticated,
         preHandler: qandaRate,
       },
-      async (request) => qanda.ask(authOf(request), mode, request.body),
+      async (request, reply) => {
+        const { response, replayed } = await qanda.ask(authOf(request), mode, request.body, request.headers['idempotency-key']);
+        if (replayed) reply.header('idempotent-replayed', 'true');
+        return response;
+      },
     );
   qandaRoute('/api/ai/personal/qanda', 'classic', 'Ask the assistant (classic prompt)');
   qandaRoute('/api/ai/experimental/personal/qanda', 'soul', 'Ask the assistant (first experimental prompt, soul)');

@@ -15,7 +15,9 @@ import * as historiesRepo from './histories.repository.js';
 import { loadMemoryParameters } from './memory.js';
 import { costOfUsage, maxCostUnits, priceFor, toCredits } from './pricing.js';
 import { PROMPT_GENERATORS, type PromptContext, type PromptMode, type PromptPassage } from './prompts.js';
-import type { QandaInput } from './qanda.schemas.js';
+import { claimIdempotencyKey, completeIdempotencyKey, fingerprintOf, releaseIdempotencyKey } from './idempotency.repository.js';
+import type { QandaInput, QandaResult } from './qanda.schemas.js';
+import { RESERVATION_STALE_MS } from './reservation-sweep.js';
 import { runTool, selectTools } from './tools.js';
 
 /** Passages retrieved for a question. */
@@ -64,7 +66,58 @@ export class QandaService {
     this.filter = new ContentFilter(ctx.config.contentFilter);
   }
 
-  async ask(auth: AuthContext, mode: PromptMode, body: QandaInput) {
+  /**
+   * Answers a question. With an idempotency key, the key is claimed first: a retry of a request that
+   * succeeded gets its response again (`replayed`), without a model call or a charge; a retry while it
+   * runs is a 409; the same key with another request is a 400; a request that fails gives the key back.
+   */
+  async ask(auth: AuthContext, mode: PromptMode, body: QandaInput, idempotencyKey?: string): Promise<{ response: QandaResult; replayed: boolean }> {
+    if (idempotencyKey === undefined) return { response: await this.answer(auth, mode, body, null), replayed: false };
+    const { ctx } = this;
+    // The socket id is how this attempt is delivered, not what it asks: a retry after a reconnect has a new one.
+    const { socketId: _socket, ...args } = body.requestArgs ?? {};
+    const fingerprint = fingerprintOf({ mode, institution: auth.institutionId ?? null, body: { ...body, requestArgs: args } });
+    const staleBefore = new Date(ctx.clock.now().getTime() - RESERVATION_STALE_MS);
+    const claim = await claimIdempotencyKey(ctx.db, auth.userId, idempotencyKey, fingerprint, ctx.clock.now(), staleBefore);
+    switch (claim.state) {
+      case 'mismatch':
+        throw badField('Idempotency-Key', 'This Idempotency-Key was used with a different request; send a new key for a new request');
+      case 'running':
+        throw new AppError(409, 'CONFLICT', 'A request with this Idempotency-Key is still being answered; retry once it has finished', [], { 'Retry-After': '1' });
+      case 'replay':
+        return { response: await this.replay(auth, body, claim.response as QandaResult), replayed: true };
+    }
+    const key = { key: idempotencyKey, claimedAt: claim.claimedAt };
+    try {
+      return { response: await this.answer(auth, mode, body, key), replayed: false };
+    } catch (err) {
+      await releaseIdempotencyKey(ctx.db, auth.userId, key.key, key.claimedAt).catch((e: unknown) =>
+        ctx.log.error({ err: e }, 'the idempotency key of a failed request could not be given back; it is taken over once stale'),
+      );
+      throw err;
+    }
+  }
+
+  /** A succeeded request's response sent again; streamed in one piece when this attempt names a connected socket. */
+  private async replay(auth: AuthContext, body: QandaInput, saved: QandaResult): Promise<QandaResult> {
+    const socketId = body.requestArgs?.socketId;
+    const sink = socketId ? await this.realtime.sinkFor(socketId, auth.userId) : null;
+    let streamingError: string | undefined;
+    if (sink) {
+      const id = body.id ?? 0;
+      try {
+        const delivered =
+          sink.emit({ id, chunk: saved.outputs.join(''), index: 0, done: false }) && sink.emit({ id, chunk: '', index: 1, done: true, usage: saved.usage, credits: saved.credits });
+        if (!delivered) streamingError = 'The socket disconnected while the answer was streaming';
+      } catch (err) {
+        streamingError = `Streaming failed: ${err instanceof Error ? err.message : String(err)}`;
+      }
+    }
+    const { streamingError: _previous, ...rest } = saved;
+    return { ...rest, streamingFailed: streamingError !== undefined, ...(streamingError ? { streamingError } : {}) };
+  }
+
+  private async answer(auth: AuthContext, mode: PromptMode, body: QandaInput, idempotency: { key: string; claimedAt: Date } | null): Promise<QandaResult> {
     const started = performance.now();
     const { ctx } = this;
     const args = body.requestArgs ?? {};
@@ -311,9 +364,9 @@ export class QandaService {
       const charged = Math.min(chargedUnits, reserved);
       const credits = toCredits(charged);
       const duration = Math.round(performance.now() - started);
-      // ── payment and history: one commit, so the ledger and the saved records always agree ──
-      const settled = await ctx.db.transaction(async (tx) => {
-        const result = await settleCredits(tx, payer, reserved, charged, auth.userId, historyId, now());
+      // ── payment, history and the idempotency key's response: one commit, so the ledger and the saved records always agree ──
+      const response = await ctx.db.transaction(async (tx) => {
+        const settled = await settleCredits(tx, payer, reserved, charged, auth.userId, historyId, now());
         await historiesRepo.insertHistory(tx, {
           ...record,
           outputs: [text],
@@ -328,27 +381,29 @@ export class QandaService {
           createdAt: now(),
           updatedAt: now(),
         });
+        const result: QandaResult = {
+          success: true,
+          streamingFailed,
+          ...(streamingFailed ? { streamingError: streamingError ?? 'Streaming failed' } : {}),
+          outputs: [text],
+          usage: usage.totalTokens,
+          credits,
+          creditsUsedTotal: settled.userCreditsUsed,
+          creditsRemaining: settled.balance,
+          query_duration_ms: Math.round(performance.now() - started),
+          model: reportedModel,
+          historyId,
+          promptMode: mode,
+        };
+        if (idempotency) await completeIdempotencyKey(tx, auth.userId, idempotency.key, idempotency.claimedAt, result);
         return result;
       });
       open = false;
       // the caller's cached user row (credits, credits_used: GET /api/user/me) changed with the payment
       ctx.auth.cache.invalidateUser(auth.userId);
       emit('', true, { usage: usage.totalTokens, credits });
-
-      return {
-        success: true,
-        streamingFailed,
-        ...(streamingFailed ? { streamingError: streamingError ?? 'Streaming failed' } : {}),
-        outputs: [text],
-        usage: usage.totalTokens,
-        credits,
-        creditsUsedTotal: settled.userCreditsUsed,
-        creditsRemaining: settled.balance,
-        query_duration_ms: Math.round(performance.now() - started),
-        model: reportedModel,
-        historyId,
-        promptMode: mode,
-      };
+      // the last event can still find the socket gone
+      return streamingFailed && !response.streamingFailed ? { ...response, streamingFailed, streamingError: streamingError ?? 'Streaming failed' } : response;
     } catch (err) {
       // the sweep released the reservation (the request outlived RESERVATION_STALE_MS): nothing is open to pay
       if (err instanceof ReservationClosedError) {

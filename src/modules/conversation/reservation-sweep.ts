@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../../db/client.js';
 import type { Clock } from '../../shared/clock.js';
 import { releaseStaleReservations } from './credits.repository.js';
+import { deleteExpiredIdempotencyKeys } from './idempotency.repository.js';
 
 /**
  * How long a Q&A reservation may go without being settled or renewed before it is released: longer than
@@ -16,7 +17,7 @@ export const RESERVATION_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
  * Releases the credit reservations of requests that ended without settling them: the process that
  * answered died (a crash, a kill) between the reservation and the payment. Each is released whole, with
  * its ledger row, once (settling deletes the open reservation in the same statement), whichever node
- * finds it first.
+ * finds it first. The same pass deletes Q&A idempotency keys older than their 24 hours.
  */
 export class ReservationSweep {
   private timer: NodeJS.Timeout | undefined;
@@ -57,6 +58,8 @@ export class ReservationSweep {
         released += batch;
       }
       if (released > 0) this.log.warn({ released }, 'released credit reservations of requests that ended without settling them');
+      // idempotency keys past their 24 hours go with the same sweep
+      while ((await deleteExpiredIdempotencyKeys(this.db, now)) > 0);
     } catch (err) {
       this.log.error({ err }, 'releasing stale credit reservations failed; trying again at the next sweep');
     }
