@@ -103,6 +103,44 @@ describe('auth invalidation over Redis pub/sub (a real redis-server on 127.0.0.1
     }
   });
 
+  test('a link that goes silent without closing (half-open) is found by the heartbeat: the node reconnects and drops everything', async () => {
+    // x's connections go through a proxy that stops carrying bytes but closes nothing: x would hear of it from TCP only after hours
+    const { port } = new URL(redis.url);
+    const proxy = new CuttableProxy('127.0.0.1', Number(port));
+    await proxy.start();
+    const errors: unknown[] = [];
+    const x = await RedisInvalidationChannel.connect<AuthInvalidation>({
+      url: `redis://127.0.0.1:${proxy.port}`,
+      channel: 'test-silent',
+      resetEvent: { kind: 'all' },
+      onError: (err) => errors.push(err),
+      heartbeatMs: 200,
+    });
+    const y = await RedisInvalidationChannel.connect<AuthInvalidation>({ url: redis.url, channel: 'test-silent', resetEvent: { kind: 'all' } });
+    const fromX: AuthInvalidation[] = [];
+    x.subscribe((e) => fromX.push(e));
+    try {
+      await new Promise((r) => setTimeout(r, 500)); // pings answered: nothing happens while the link works
+      assert.equal(fromX.length, 0);
+      assert.equal(errors.length, 0, errors.map(String).join(' | '));
+      proxy.freeze();
+      y.publish({ kind: 'user', id: 'u3' }); // lost for x: its subscription no longer hears anything
+      await eventually(async () => fromX.some((e) => e.kind === 'all'), 'x drops everything once its heartbeat finds the link dead');
+      assert.ok(!fromX.some((e) => e.kind === 'user'), 'the event itself never reached x');
+      assert.ok(errors.some((e) => /heartbeat/.test(String((e as Error).message))));
+      // reconnected through new connections: events flow again
+      await eventually(async () => {
+        y.publish({ kind: 'user', id: 'u4' });
+        await new Promise((r) => setTimeout(r, 50));
+        return fromX.some((e) => e.kind === 'user' && e.id === 'u4');
+      }, 'x hears y again');
+    } finally {
+      await x.close();
+      await y.close();
+      await proxy.stop();
+    }
+  });
+
   test('a publish that fails while Redis is out of reach is followed by a reset to the other nodes once it is back', async () => {
     // x reaches Redis through a proxy the test cuts; y's connections never drop, so y sees no gap of its own
     const { port } = new URL(redis.url);

@@ -18,7 +18,16 @@ export interface RedisChannelOptions<E> {
    */
   resetEvent: E;
   onError?: (err: unknown) => void;
+  /**
+   * Both connections are pinged this often; one that has not answered by the next ping is dropped and
+   * reconnected (a half-open link, which TCP alone reports only after hours), which counts as a gap.
+   * Default 10 s.
+   */
+  heartbeatMs?: number;
 }
+
+/** How often each connection is pinged when the options do not say. */
+export const REDIS_HEARTBEAT_MS = 10_000;
 
 /**
  * Invalidation across nodes over Redis pub/sub. Local subscribers are called synchronously on
@@ -36,9 +45,14 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
   /** A publish failed: the other nodes missed an event, so a reset is owed to them (sent when Redis answers again). */
   private owedReset = false;
   private owedTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  /** The connections whose last ping has not been answered yet. */
+  private readonly unanswered = new Set<Redis>();
 
   private constructor(private readonly options: RedisChannelOptions<E>) {
-    const common = { lazyConnect: true, maxRetriesPerRequest: 2, enableOfflineQueue: true } as const;
+    const heartbeatMs = options.heartbeatMs ?? REDIS_HEARTBEAT_MS;
+    // TCP keep-alive as well, for the links nothing is sent on between pings
+    const common = { lazyConnect: true, maxRetriesPerRequest: 2, enableOfflineQueue: true, keepAlive: heartbeatMs } as const;
     this.pub = new Redis(options.url, common);
     // re-subscribed by hand after a reconnect (below), so that the reset follows the subscription
     this.sub = new Redis(options.url, { ...common, autoResubscribe: false });
@@ -73,6 +87,33 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
       if (this.subscribedOnce && !this.closed) this.deliver(options.resetEvent);
     });
     this.pub.on('ready', () => this.payOwedReset());
+    this.heartbeatTimer = setInterval(() => {
+      this.ping(this.pub);
+      this.ping(this.sub);
+    }, heartbeatMs).unref();
+  }
+
+  /**
+   * Pings a ready connection. If the previous ping is still unanswered, the link is taken for dead: the
+   * connection is dropped and reconnects (the subscriber's 'close' and 'ready' deliver the reset; the
+   * publisher's unanswered publishes are sent again or fail, and a failed one owes a reset).
+   */
+  private ping(conn: Redis): void {
+    if (this.closed || conn.status !== 'ready') {
+      this.unanswered.delete(conn);
+      return;
+    }
+    if (this.unanswered.has(conn)) {
+      this.unanswered.delete(conn);
+      this.options.onError?.(new Error('Redis did not answer a heartbeat ping in time; reconnecting'));
+      conn.disconnect(true);
+      return;
+    }
+    this.unanswered.add(conn);
+    conn.ping().then(
+      () => this.unanswered.delete(conn),
+      () => this.unanswered.delete(conn),
+    );
   }
 
   /** Connects both connections and subscribes; fails if Redis cannot be reached. */
@@ -136,8 +177,12 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.owedTimer);
+    clearInterval(this.heartbeatTimer);
     this.handlers.clear();
-    await Promise.allSettled([this.pub.quit(), this.sub.quit()]);
+    // QUIT lets Redis finish what it was sent; a link that no longer answers gets 1 s, then is dropped
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([this.pub.quit(), this.sub.quit()]), new Promise((resolve) => (timer = setTimeout(resolve, 1000)))]);
+    clearTimeout(timer);
     this.pub.disconnect();
     this.sub.disconnect();
   }
