@@ -363,7 +363,7 @@ test('memory cache: bounded by rows held (oldest entry first), stale loads not s
   cache.close();
 });
 
-test('memory cache: two misses of one key count its rows once; empty lists count against the bound', async () => {
+test('memory cache: misses of one key share one load, and count its rows once; empty lists count against the bound', async () => {
   const bus = new LocalInvalidationBus();
   const cache = new MemoryCache(bus, systemClock, { maxRows: 10 });
   let loads = 0;
@@ -372,12 +372,31 @@ test('memory cache: two misses of one key count its rows once; empty lists count
     await new Promise((r) => setImmediate(r));
     return rows(n);
   };
-  // two requests of one user miss together: both load, the second replaces the first
-  await Promise.all([cache.personalOf('u1', load(5)), cache.personalOf('u1', load(5))]);
+  // three requests of one user miss together: one load, the same rows for all
+  const [a, b, c] = await Promise.all([cache.personalOf('u1', load(5)), cache.personalOf('u1', load(5)), cache.personalOf('u1', load(5))]);
+  assert.equal(loads, 1, 'one load for the burst');
+  assert.ok(a === b && b === c);
   await cache.personalOf('u2', load(5)); // 5 + 5 = 10 rows: both fit (counted twice, u1 would be evicted)
   await cache.personalOf('u1', load(5));
   await cache.personalOf('u2', load(5));
-  assert.equal(loads, 3, 'u1 and u2 both held');
+  assert.equal(loads, 2, 'u1 and u2 both held');
+  // a miss after an invalidation does not join the load that started before it
+  await bus.publish('memory-personal', { id: 'u3' });
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const before = cache.personalOf('u3', async () => {
+    loads++;
+    await gate;
+    return rows(1);
+  });
+  await bus.publish('memory-personal', { id: 'u3' });
+  const fresh = cache.personalOf('u3', load(2));
+  release();
+  assert.equal((await before).length, 1);
+  assert.equal((await fresh).length, 2, 'read again after the invalidation');
+  assert.equal(loads, 4);
+  assert.equal((await cache.personalOf('u3', load(3))).length, 2, 'the fresh read is the one held');
+  assert.equal(loads, 4);
   cache.close();
 
   const small = new MemoryCache(bus, systemClock, { maxRows: 2 });

@@ -12,7 +12,9 @@ import type { MemoryWithInstitution } from './memory.repository.js';
  * - memory-personal (author id) and memory-shared (institution id): published by every memory write;
  * - institution: its name/ainame/picture are part of the shared rows, and deleting it deletes them;
  * - user: deleting a user deletes the shared rows they wrote anywhere: every shared entry goes.
- * A load that started before an invalidation does not store its result (generation counter). A list is read
+ * A load that started before an invalidation does not store its result (generation counter). Misses of one
+ * key share the load in flight (one read for a burst of requests), unless an invalidation came after it
+ * started. A list is read
  * again after maxAgeMs whatever happened. Bounded by
  * the number of rows held (200,000 by default; an empty list counts as one), the oldest entries going first.
  */
@@ -26,6 +28,9 @@ interface Held {
 export class MemoryCache {
   private readonly personal = new Map<string, Held>();
   private readonly shared = new Map<string, Held>();
+  /** Loads in flight per key, with the generation they started in. */
+  private readonly personalLoads = new Map<string, { generation: number; rows: Promise<Rows> }>();
+  private readonly sharedLoads = new Map<string, { generation: number; rows: Promise<Rows> }>();
   private generation = 0;
   private readonly unsubscribers: Array<() => void>;
 
@@ -69,14 +74,26 @@ export class MemoryCache {
     return this.get(this.shared, institutionId, load);
   }
 
-  private async get(map: Map<string, Held>, key: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
+  private get(map: Map<string, Held>, key: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
     const hit = map.get(key);
     const at = this.clock.now().getTime();
-    if (hit && at - hit.at < this.maxAgeMs) return hit.rows;
+    if (hit && at - hit.at < this.maxAgeMs) return Promise.resolve(hit.rows);
+    // misses of one key while it loads share that load, unless an invalidation came after it started
+    const loads = map === this.personal ? this.personalLoads : this.sharedLoads;
+    const inFlight = loads.get(key);
+    if (inFlight && inFlight.generation === this.generation) return inFlight.rows;
     const generation = this.generation;
+    const rows = this.fill(map, key, load, generation, at).finally(() => {
+      if (loads.get(key)?.rows === rows) loads.delete(key);
+    });
+    loads.set(key, { generation, rows });
+    return rows;
+  }
+
+  private async fill(map: Map<string, Held>, key: string, load: () => Promise<MemoryWithInstitution[]>, generation: number, at: number): Promise<Rows> {
     const rows = await load();
     if (generation === this.generation && weight(rows) <= this.maxRows) {
-      // two misses of one key load it twice: the second replaces the first, which is no longer counted
+      // a load that raced an older one of the same key replaces it (its rows no longer counted)
       this.remove(map, key);
       while (this.rowCount + weight(rows) > this.maxRows) {
         const from = this.personal.size >= this.shared.size ? this.personal : this.shared;
