@@ -166,6 +166,36 @@ describe('context lookup and branding', () => {
     cache.unsubscribe();
   });
 
+  test('misses of one public id share the read in flight; a miss after an invalidation reads again', async () => {
+    const bus = new LocalInvalidationBus();
+    const cache = new BrandingCache(bus, systemClock);
+    let loads = 0;
+    let release!: () => void;
+    let gate = new Promise<void>((r) => (release = r));
+    const load = async () => {
+      const n = ++loads;
+      await gate;
+      return { found: true as const, institutionId: 'i1', body: `{"v":${n}}`, etag: `"${n}"` };
+    };
+    const burst = Array.from({ length: 20 }, () => cache.get('p1', load));
+    release();
+    const answers = await Promise.all(burst);
+    assert.equal(loads, 1, 'twenty misses, one read');
+    assert.ok(answers.every((a) => a === answers[0]));
+    assert.equal(cache.size, 1);
+
+    await bus.publish('institution', { id: 'i1' });
+    gate = new Promise<void>((r) => (release = r));
+    const older = cache.get('p1', load); // read 2 starts
+    await bus.publish('institution', { id: 'i1' }); // changed again while it reads
+    const newer = cache.get('p1', load); // does not join read 2
+    release();
+    assert.equal(((await older) as { etag: string }).etag, '"2"');
+    assert.equal(((await newer) as { etag: string }).etag, '"3"');
+    assert.equal(((cache.peek('p1') ?? {}) as { etag?: string }).etag, '"3"', 'only the read after the last change is held');
+    cache.unsubscribe();
+  });
+
   test('a found branding is read again after positiveTtlMs even without an invalidation (one lost on the way)', async () => {
     const clock = new ManualClock(1_000_000);
     const cache = new BrandingCache(new LocalInvalidationBus(), clock, { positiveTtlMs: 60_000 });

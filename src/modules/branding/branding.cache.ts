@@ -30,12 +30,15 @@ export const etagOf = (body: string): string => `"${createHash('sha256').update(
  * oldest entry goes first when full.
  *
  * A load that started before an invalidation does not store its (possibly stale) result: every
- * invalidation bumps a generation counter, and a load stores only if the counter did not move.
+ * invalidation bumps a generation counter, and a load stores only if the counter did not move. Misses of
+ * one public id share the load in flight, unless an invalidation came after it started.
  */
 export class BrandingCache {
   private readonly entries = new Map<string, Stored>();
   private readonly publicIdOf = new Map<string, string>();
   private generation = 0;
+  /** Loads in flight per public id, with the generation they started in. */
+  private readonly loads = new Map<string, { generation: number; entry: Promise<BrandingEntry> }>();
   private readonly maxEntries: number;
   private readonly negativeTtlMs: number;
   private readonly positiveTtlMs: number;
@@ -78,12 +81,23 @@ export class BrandingCache {
     return stored.entry;
   }
 
-  async get(publicId: string, load: () => Promise<BrandingEntry>): Promise<BrandingEntry> {
+  get(publicId: string, load: () => Promise<BrandingEntry>): Promise<BrandingEntry> {
     const hit = this.peek(publicId);
-    if (hit) return hit;
+    if (hit) return Promise.resolve(hit);
+    // a burst of misses (a page of a new tenant, every request just after an invalidation) reads once,
+    // unless an invalidation came after that read started
+    const inFlight = this.loads.get(publicId);
+    if (inFlight && inFlight.generation === this.generation) return inFlight.entry;
     const generation = this.generation;
-    const entry = await load();
-    if (generation === this.generation) this.store(publicId, entry);
+    const entry = load()
+      .then((loaded) => {
+        if (generation === this.generation) this.store(publicId, loaded);
+        return loaded;
+      })
+      .finally(() => {
+        if (this.loads.get(publicId)?.entry === entry) this.loads.delete(publicId);
+      });
+    this.loads.set(publicId, { generation, entry });
     return entry;
   }
 
