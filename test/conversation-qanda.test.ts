@@ -626,6 +626,40 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(Math.round(ledger.reduce((sum, l) => sum + Number(l.delta), 0) * 10_000), -6250);
   });
 
+  test('a tool round the balance cannot cover: 402, the completed call paid, the rest released, the round kept on a failed record', async () => {
+    const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Thin', ainame: 'Thin', maxCompletionTokens: 100 });
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [inst.id]: 'user' } });
+    const token = (await login(t.app, member.email)).accessToken;
+    await t.database.db.execute(sql`update institutions set credits = 100 where id = ${inst.id}`);
+    const created = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(token), payload: { name: 'Clock', assistantToolMode: 'all' } });
+    assert.equal(created.statusCode, 201, created.body);
+    const assistantId = created.json().data._id;
+    // the first reservation of this question, from a probe answered without tools
+    stub.setChatHandler(() => ({ content: 'no tools today', usage: { prompt_tokens: 10, completion_tokens: 1 } }));
+    const probe = await ask(token, { inputs: ['what time is it?'], requestArgs: { assistantId, ragIgnore: true } });
+    assert.equal(probe.statusCode, 200, probe.body);
+    const [reserve] = await ledgerOf(probe.json().historyId).then((rows) => rows.filter((r) => r.kind === 'reserve'));
+    const first = -Number(reserve!.delta);
+    // enough for the first call's reservation, not for the tool round's
+    await t.database.db.execute(sql`update institutions set credits = ${first + 0.001} where id = ${inst.id}`);
+    stub.setChatHandler(() => ({ content: '', toolCalls: [{ name: 'current_datetime', arguments: '{"timezone":"UTC"}' }], usage: { prompt_tokens: 200, completion_tokens: 5 } }));
+    const res = await ask(token, { inputs: ['what time is it?'], requestArgs: { assistantId, ragIgnore: true } });
+    assert.equal(res.statusCode, 402, res.body);
+    assert.equal(res.json().error.code, 'INSUFFICIENT_CREDITS');
+    // the first call: 200 × 3/1000 + 5 × 5/1000 = 0.625
+    assert.equal(Math.round((await balance('institutions', inst.id)) * 10_000), Math.round((first + 0.001 - 0.625) * 10_000));
+    const [rec] = await rowsOf<Record<string, any>>(t.database.db, sql`select * from histories where user_id = ${member.id} order by created_at desc, id desc limit 1`);
+    assert.equal(rec!.success, false);
+    assert.equal(rec!.error_code, 'INSUFFICIENT_CREDITS');
+    assert.equal(Number(rec!.credits), 0.625);
+    assert.equal(rec!.usage, 205);
+    assert.deepEqual(rec!.tool_calls.map((c: { tool: string }) => c.tool), ['current_datetime']);
+    const ledger = await ledgerOf(rec!.id);
+    assert.deepEqual(ledger.map((l) => l.kind).sort(), ['charge', 'release', 'reserve']);
+    assert.equal(Math.round(ledger.reduce((sum, l) => sum + Number(l.delta), 0) * 10_000), -6250);
+    assert.equal((await rowsOf(t.database.db, sql`select 1 from credit_reservations where ref_id = ${rec!.id}`)).length, 0, 'nothing left open');
+  });
+
   test('the institution deleted during the answer (its record cannot be saved): 409 CONFLICT, and the reservation still ends: only what the model consumed is paid', async () => {
     const inst = await makeInstitution(t.database, w.accountA.id, { poolCredits: false, maxCompletionTokens: 200 });
     const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [inst.id]: 'user' }, fields: { credits: '20' } });

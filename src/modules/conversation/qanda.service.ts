@@ -235,7 +235,9 @@ export class QandaService {
     let open = true;
     let chargedUnits = 0;
     try {
-      const fail = async (err: AppError, usage = 0, streamed = false) => {
+      /** What a failed record keeps of the answer so far (a tool round that could not continue). */
+      type Partial = { outputs?: string[]; toolCalls?: ToolRecord[]; conversationModel?: string };
+      const fail = async (err: AppError, usage = 0, streamed = false, partial: Partial = {}) => {
         // The model calls that completed are paid (a tool round before a failed call), the rest of the
         // reservation released; with the failed record, in one commit.
         const charged = Math.min(chargedUnits, reserved);
@@ -244,6 +246,7 @@ export class QandaService {
           await historiesRepo.insertHistory(tx, {
             ...record,
             outputs: [],
+            ...partial,
             success: false,
             usage,
             credits: toCredits(charged),
@@ -333,28 +336,13 @@ export class QandaService {
           const more = maxCostUnits(countInputTokens(messages, prompt.context) + toolTokens, maxTokens, price);
           if (!(await extendReservation(ctx.db, payer, more, auth.userId, historyId, now()))) {
             // What was consumed so far is paid; the request ends as the reservation could not grow.
-            await ctx.db.transaction(async (tx) => {
-              await settleCredits(tx, payer, reserved, chargedUnits, auth.userId, historyId, now());
-              await historiesRepo.insertHistory(tx, {
-                ...record,
-                outputs: text ? [text] : [],
-                toolCalls: toolRecords,
-                success: false,
-                usage: usage.totalTokens,
-                credits: toCredits(Math.min(chargedUnits, reserved)),
-                errorCode: 'INSUFFICIENT_CREDITS',
-                errorMessage: 'Not enough credits for the next model call',
-                conversationModel: reportedModel,
-                streamed: Boolean(sink),
-                queryDurationMs: Math.round(performance.now() - started),
-                createdAt: now(),
-                updatedAt: now(),
-              });
+            const err = await fail(insufficientCredits('Not enough credits for the next model call of this answer (tool round)'), usage.totalTokens, Boolean(sink), {
+              outputs: text ? [text] : [],
+              toolCalls: toolRecords,
+              conversationModel: reportedModel,
             });
-            open = false;
-            ctx.auth.cache.invalidateUser(auth.userId);
             emit('', true, { error: 'Not enough credits', usage: usage.totalTokens, credits: toCredits(Math.min(chargedUnits, reserved)) });
-            throw insufficientCredits('Not enough credits for the next model call of this answer (tool round)');
+            throw err;
           }
           reserved += more;
         }
