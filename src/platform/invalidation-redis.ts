@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { InvalidationChannel } from './invalidation-channel.js';
+import { quitRedis, REDIS_HEARTBEAT_MS, startRedisHeartbeat } from './redis-heartbeat.js';
 
 interface Envelope<E> {
   /** The publishing node, so that it does not apply its own event twice. */
@@ -26,8 +27,6 @@ export interface RedisChannelOptions<E> {
   heartbeatMs?: number;
 }
 
-/** How often each connection is pinged when the options do not say. */
-export const REDIS_HEARTBEAT_MS = 10_000;
 
 /**
  * Invalidation across nodes over Redis pub/sub. Local subscribers are called synchronously on
@@ -45,9 +44,7 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
   /** A publish failed: the other nodes missed an event, so a reset is owed to them (sent when Redis answers again). */
   private owedReset = false;
   private owedTimer: NodeJS.Timeout | undefined;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
-  /** The connections whose last ping has not been answered yet. */
-  private readonly unanswered = new Set<Redis>();
+  private readonly stopHeartbeat: () => void;
 
   private constructor(private readonly options: RedisChannelOptions<E>) {
     const heartbeatMs = options.heartbeatMs ?? REDIS_HEARTBEAT_MS;
@@ -87,33 +84,9 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
       if (this.subscribedOnce && !this.closed) this.deliver(options.resetEvent);
     });
     this.pub.on('ready', () => this.payOwedReset());
-    this.heartbeatTimer = setInterval(() => {
-      this.ping(this.pub);
-      this.ping(this.sub);
-    }, heartbeatMs).unref();
-  }
-
-  /**
-   * Pings a ready connection. If the previous ping is still unanswered, the link is taken for dead: the
-   * connection is dropped and reconnects (the subscriber's 'close' and 'ready' deliver the reset; the
-   * publisher's unanswered publishes are sent again or fail, and a failed one owes a reset).
-   */
-  private ping(conn: Redis): void {
-    if (this.closed || conn.status !== 'ready') {
-      this.unanswered.delete(conn);
-      return;
-    }
-    if (this.unanswered.has(conn)) {
-      this.unanswered.delete(conn);
-      this.options.onError?.(new Error('Redis did not answer a heartbeat ping in time; reconnecting'));
-      conn.disconnect(true);
-      return;
-    }
-    this.unanswered.add(conn);
-    conn.ping().then(
-      () => this.unanswered.delete(conn),
-      () => this.unanswered.delete(conn),
-    );
+    // a dropped subscriber delivers the reset through 'close' and 'ready'; the publisher's unanswered
+    // publishes are sent again on reconnect, or fail and owe a reset
+    this.stopHeartbeat = startRedisHeartbeat([this.pub, this.sub], heartbeatMs, onError);
   }
 
   /** Connects both connections and subscribes; fails if Redis cannot be reached. */
@@ -177,14 +150,9 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.owedTimer);
-    clearInterval(this.heartbeatTimer);
+    this.stopHeartbeat();
     this.handlers.clear();
-    // QUIT lets Redis finish what it was sent; a link that no longer answers gets 1 s, then is dropped
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled([this.pub.quit(), this.sub.quit()]), new Promise((resolve) => (timer = setTimeout(resolve, 1000)))]);
-    clearTimeout(timer);
-    this.pub.disconnect();
-    this.sub.disconnect();
+    await quitRedis([this.pub, this.sub]);
   }
 
   private deliver(event: E): void {

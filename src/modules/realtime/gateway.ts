@@ -6,6 +6,7 @@ import type { App } from '../../http/types.js';
 import { AppError } from '../../shared/errors.js';
 import type { AuthInvalidation } from '../identity/auth-cache.js';
 import { resolveAuth, resolveSession, type AuthContext } from '../identity/auth-context.js';
+import { quitRedis, REDIS_HEARTBEAT_MS, startRedisHeartbeat } from '../../platform/redis-heartbeat.js';
 
 /** The event a Q&A answer streams on, and its payload (contract §6). */
 export const RECEIVE_STREAM = 'RECEIVE_STREAM';
@@ -59,6 +60,7 @@ export async function loadRedisAdapterModules(): Promise<RedisAdapterModules> {
 export class RealtimeGateway {
   readonly io: Server;
   private readonly redis: Redis[] = [];
+  private stopHeartbeat: () => void = () => undefined;
 
   constructor(
     app: App,
@@ -81,6 +83,8 @@ export class RealtimeGateway {
       const sub = pub.duplicate();
       for (const r of [pub, sub]) r.on('error', (err) => ctx.log.warn({ err }, 'socket.io redis adapter connection error'));
       this.redis.push(pub, sub);
+      // a half-open link would silently stop streams to sockets on other nodes: found by ping, and reconnected
+      this.stopHeartbeat = startRedisHeartbeat([pub, sub], REDIS_HEARTBEAT_MS, (err) => ctx.log.warn({ err }, 'socket.io redis adapter connection is silent'));
       this.io.adapter(createAdapter(pub, sub, { requestsTimeout: 2000 }));
     }
     this.io.use((socket, next) => {
@@ -120,7 +124,8 @@ export class RealtimeGateway {
       this.io.engine.close();
     });
     app.addHook('onClose', async () => {
-      await Promise.allSettled(this.redis.map((r) => r.quit()));
+      this.stopHeartbeat();
+      await quitRedis(this.redis);
     });
   }
 
