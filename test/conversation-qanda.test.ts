@@ -12,7 +12,7 @@ import {
   deleteExpiredIdempotencyKeys,
   IDEMPOTENCY_KEY_TTL_MS,
   releaseIdempotencyKey,
-} from '../src/modules/conversation/idempotency.repository.js';
+} from '../src/platform/idempotency.js';
 import { RAG_ONLY_NOTHING_FOUND } from '../src/modules/conversation/qanda.service.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
@@ -815,7 +815,7 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
       await completeIdempotencyKey(t.database.db, w.userB1.id, 'died', late, { ok: 1 });
       const day = new Date(late.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1);
       assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', day, staleBefore(day)), { state: 'replay', response: { ok: 1 } });
-      const keyRows = async () => (await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from qanda_idempotency_keys where user_id = ${w.userB1.id}`))[0]!.n;
+      const keyRows = async () => (await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from idempotency_keys where user_id = ${w.userB1.id}`))[0]!.n;
       await deleteExpiredIdempotencyKeys(t.database.db, day); // the other tests' keys (made today) go; this one stays
       assert.equal(await keyRows(), 1);
       // past 24 hours the key is a new request's, whatever it asks

@@ -156,6 +156,50 @@ describe('security: findings of the probe (issue 7)', () => {
     await assertLedgerExplains(w.accountA.id);
   });
 
+  test('row 6: a retried credit movement with its Idempotency-Key moves credits once (transfers and top-ups); concurrent retries too', async () => {
+    const from = (await call('POST', '/api/admin/institution', tok.root, { account: w.accountA.id, name: 'Retry source', ainame: 'Ada', credits: 100 })).json().data;
+    const to = (await call('POST', '/api/admin/institution', tok.root, { account: w.accountA.id, name: 'Retry target', ainame: 'Ada' })).json().data;
+    const body = { from: { institution: from._id }, to: { institution: to._id }, amount: 25 };
+    const first = await call('POST', '/api/admin/credits/transfer', tok.adminA, body, { 'idempotency-key': 'transfer-1' });
+    assert.equal(first.statusCode, 200, first.body);
+    const retry = await call('POST', '/api/admin/credits/transfer', tok.adminA, body, { 'idempotency-key': 'transfer-1' });
+    assert.equal(retry.statusCode, 200, retry.body);
+    assert.equal(retry.headers['idempotent-replayed'], 'true');
+    assert.deepEqual(retry.json(), first.json());
+    // concurrent retries of a new key: one moves, the others replay it or are told it still runs (409), none moves again.
+    // (What admits one is the key's primary key, claimed by one INSERT … ON CONFLICT: a rule of the index, not a lock, so it
+    // holds on PostgreSQL as here, where PGlite runs the statements one at a time.)
+    const burst = await Promise.all(Array.from({ length: 10 }, () => call('POST', '/api/admin/credits/transfer', tok.adminA, body, { 'idempotency-key': 'transfer-2' })));
+    const statuses = burst.map((r) => r.statusCode);
+    assert.ok(statuses.every((s) => s === 200 || s === 409), statuses.join(','));
+    assert.equal(new Set(burst.filter((r) => r.statusCode === 200).map((r) => r.json().data.refId)).size, 1, 'one transfer behind every 200');
+    assert.equal((await call('GET', `/api/admin/institution/${from._id}`, tok.root)).json().data.credits, 50, 'two transfers of 25, not twelve');
+    assert.equal((await ledgerOf(sql`institution_id = ${from._id} and kind = 'transfer_out'`)).length, 2);
+    // the same key with another amount: 400, nothing moves
+    const other = await call('POST', '/api/admin/credits/transfer', tok.adminA, { ...body, amount: 1 }, { 'idempotency-key': 'transfer-1' });
+    assert.equal(other.statusCode, 400, other.body);
+    assert.equal(other.json().error.details[0].field, 'Idempotency-Key');
+    // a refused movement gives its key back: after funding, its retry moves
+    const over = { from: { institution: from._id }, to: { institution: to._id }, amount: 80 };
+    assert.equal((await call('POST', '/api/admin/credits/transfer', tok.adminA, over, { 'idempotency-key': 'transfer-3' })).statusCode, 400);
+    const topup = await call('POST', `/api/admin/institution/${from._id}/credits`, tok.root, { amount: 30 }, { 'idempotency-key': 'topup-1' });
+    assert.equal(topup.json().data.credits, 80);
+    const topupAgain = await call('POST', `/api/admin/institution/${from._id}/credits`, tok.root, { amount: 30 }, { 'idempotency-key': 'topup-1' });
+    assert.equal(topupAgain.headers['idempotent-replayed'], 'true');
+    assert.equal(topupAgain.json().data.credits, 80);
+    // the key names the target too: the same key and amount for another institution is another request
+    assert.equal((await call('POST', `/api/admin/institution/${to._id}/credits`, tok.root, { amount: 30 }, { 'idempotency-key': 'topup-1' })).statusCode, 400);
+    const userTopup = await call('POST', `/api/admin/user/${w.userA1.id}/credits`, tok.root, { amount: 2 }, { 'idempotency-key': 'topup-user-1' });
+    const userAgain = await call('POST', `/api/admin/user/${w.userA1.id}/credits`, tok.root, { amount: 2 }, { 'idempotency-key': 'topup-user-1' });
+    assert.deepEqual(userAgain.json(), userTopup.json());
+    assert.equal((await ledgerOf(sql`user_id = ${w.userA1.id} and kind = 'topup' and delta = 2`)).length, 1);
+    const funded = await call('POST', '/api/admin/credits/transfer', tok.adminA, over, { 'idempotency-key': 'transfer-3' });
+    assert.equal(funded.statusCode, 200, funded.body);
+    assert.equal(funded.headers['idempotent-replayed'], undefined);
+    assert.equal(funded.json().data.from.credits, 0);
+    await assertLedgerExplains(w.accountA.id);
+  });
+
   // ───────────── row 3: the dev outbox ─────────────
 
   test('row 3: GET /api/dev/outbox does not exist unless DEV_OUTBOX=true (this app: test mode, no DEV_OUTBOX)', async () => {

@@ -431,25 +431,25 @@ export const creditReservations = pgTable(
 );
 
 /**
- * Idempotency keys of Q&A requests (the `Idempotency-Key` header): a key a user sent is claimed by one
- * request; its successful response is kept with it, in the commit that pays for it and saves the history
- * record, and a retry with the same key and the same request gets that response again instead of a
- * second answer and a second charge. A request that fails gives its key back. Kept 24 hours.
+ * Idempotency keys (the `Idempotency-Key` header of the Q&A endpoints and the credit movements): a key a
+ * user sent is claimed by one request; its successful response is kept with it, in the commit that makes
+ * its effect, and a retry with the same key and the same request gets that response again instead of
+ * acting twice. A request that fails gives its key back. Kept 24 hours (platform/idempotency.ts).
  */
-export const qandaIdempotencyKeys = pgTable(
-  'qanda_idempotency_keys',
+export const idempotencyKeys = pgTable(
+  'idempotency_keys',
   {
     userId: text('user_id')
       .notNull()
       .references(() => users.id, { onDelete: 'cascade' }),
     key: text('key').notNull(),
-    /** SHA-256 of the request as the key first saw it (endpoint, institution, body without the socket id) */
+    /** SHA-256 of the request as the key first saw it (route, target, body; not transport details) */
     fingerprint: text('fingerprint').notNull(),
     /** the response of the request that claimed the key; null while it runs */
     response: jsonb('response'),
     createdAt: created(),
   },
-  (t) => [primaryKey({ columns: [t.userId, t.key] }), index('qanda_idempotency_keys_created_idx').on(t.createdAt)],
+  (t) => [primaryKey({ columns: [t.userId, t.key] }), index('idempotency_keys_created_idx').on(t.createdAt)],
 );
 
 /** A user's creditAward from an institution is paid once per (user, institution), ever: the primary key enforces it. */

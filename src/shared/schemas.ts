@@ -57,3 +57,25 @@ export function pageWindow(query: { page?: number; pageSize?: number }) {
 export function envelope<T>(data: T[], total: number, page: number, pageSize: number, message = 'OK') {
   return { success: true, data, total, hasMore: page * pageSize < total, page, pageSize, message };
 }
+
+/**
+ * The optional `Idempotency-Key` header of the routes whose retry must not act twice (Q&A, credit
+ * movements; platform/idempotency.ts).
+ */
+export const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 255,
+      pattern: '^[\\x21-\\x7E]+$',
+      description: 'Makes retries safe: a retry with the same key and request gets the first response again instead of acting twice (see the route)',
+    }),
+  ),
+});
+
+/** What the description of a route with IdempotencyHeaders says about them. */
+export const IDEMPOTENCY_NOTE =
+  'Retries: send an Idempotency-Key header (1-255 visible ASCII characters, new for each request of a user). A retry with the same key ' +
+  'and the same request after it succeeded gets the same response again, with the header Idempotent-Replayed: true, and acts no second ' +
+  'time; while the first is still running: 409 CONFLICT with Retry-After; the same key with a different request: 400; a request that ' +
+  'fails gives its key back (its retry runs afresh). Keys are kept 24 hours.';

@@ -2,7 +2,7 @@ import type { AppContext } from '../../context.js';
 import { authOf, requireAuth, requirePermission, SECURED } from '../../http/auth.js';
 import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
-import { errorResponses, IdParams, SuccessOnly } from '../../shared/schemas.js';
+import { errorResponses, IDEMPOTENCY_NOTE, IdempotencyHeaders, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import type { RealtimeGateway } from '../realtime/gateway.js';
 import { ReservationSweep } from './reservation-sweep.js';
 import {
@@ -20,7 +20,7 @@ import { AssistantsService } from './assistants.service.js';
 import { FeedbacksBody, FeedbacksResponse, HistoriesBody, HistoriesResponse, HistoryEnvelope, PatchHistoryBody } from './histories.schemas.js';
 import { HistoriesService } from './histories.service.js';
 import type { PromptMode } from './prompts.js';
-import { QandaBody, QandaHeaders, QandaResponse } from './qanda.schemas.js';
+import { QandaBody, QandaResponse } from './qanda.schemas.js';
 import { QandaService } from './qanda.service.js';
 
 const QANDA_DESCRIPTION =
@@ -42,11 +42,8 @@ const QANDA_DESCRIPTION =
   'Rate limited per user ' +
   '(QANDA_RATE_LIMIT_PER_MINUTE). Tools (vault_search, memory_lookup, current_datetime) are offered to openai-compatible models per ' +
   "the assistant's assistantToolMode minus the institution's toolsDisabled; each call and response is kept on the record. " +
-  'Retries: send an Idempotency-Key header (1-255 visible ASCII characters, unique per request of a user). A retry with the same key ' +
-  'and the same request (endpoint, current institution and body; the socket id may differ) after it succeeded gets the same response ' +
-  'again with the header Idempotent-Replayed: true, streamed in one piece to its socket if it names one: no second answer, no second ' +
-  'charge. While the first is still running: 409 CONFLICT with Retry-After. The same key with a different request: 400. A request that ' +
-  'fails gives its key back (a retry is answered afresh). Keys are kept 24 hours.';
+  `${IDEMPOTENCY_NOTE} The same request means the endpoint, the current institution and the body (the socket id may differ); a ` +
+  'replay makes no model call and charges nothing, and streams the saved answer in one piece to its socket if it names one.';
 
 /** Conversation: the Q&A endpoints, assistants, histories and their admin listings (contract §6). */
 export async function conversationRoutes(app: App, ctx: AppContext, realtime: RealtimeGateway): Promise<void> {
@@ -72,7 +69,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
           summary,
           description: QANDA_DESCRIPTION,
           security: SECURED,
-          headers: QandaHeaders,
+          headers: IdempotencyHeaders,
           body: QandaBody,
           response: { 200: QandaResponse, ...errorResponses(400, 401, 402, 403, 404, 409, 422, 429, 502) },
         },

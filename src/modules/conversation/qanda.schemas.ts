@@ -1,17 +1,6 @@
 import { Type, type Static } from '@fastify/type-provider-typebox';
 import { UUID_PATTERN } from '../../shared/ids.js';
 
-export const QandaHeaders = Type.Object({
-  'idempotency-key': Type.Optional(
-    Type.String({
-      minLength: 1,
-      maxLength: 255,
-      pattern: '^[\\x21-\\x7E]+$',
-      description: 'Makes retries safe: a retry with the same key and request gets the first response again, not a second answer and charge (see the route)',
-    }),
-  ),
-});
-
 export const QandaBody = Type.Object({
   id: Type.Optional(Type.Number({ minimum: 0, maximum: 9_007_199_254_740_991, description: 'Client-generated request id (epoch milliseconds); echoed as `id` of every RECEIVE_STREAM event' })),
   inputs: Type.Array(Type.String({ maxLength: 32_000 }), {

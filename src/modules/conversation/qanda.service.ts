@@ -1,4 +1,5 @@
 import type { AppContext } from '../../context.js';
+import { idempotent, type KeyedRequest } from '../../platform/idempotency.js';
 import { countInputTokens, countTextTokens, loadEncoding } from '../../providers/llm/tokens.js';
 import { UpstreamError, type ChatMessage, type ChatRequest, type ChatResult, type TokenUsage, type ToolCall } from '../../providers/llm/types.js';
 import { isForeignKeyViolation } from '../../db/errors.js';
@@ -15,7 +16,6 @@ import * as historiesRepo from './histories.repository.js';
 import { loadMemoryParameters } from './memory.js';
 import { costOfUsage, maxCostUnits, priceFor, toCredits } from './pricing.js';
 import { PROMPT_GENERATORS, type PromptContext, type PromptMode, type PromptPassage } from './prompts.js';
-import { claimIdempotencyKey, completeIdempotencyKey, fingerprintOf, releaseIdempotencyKey } from './idempotency.repository.js';
 import type { QandaInput, QandaResult } from './qanda.schemas.js';
 import { RESERVATION_STALE_MS } from './reservation-sweep.js';
 import { runTool, selectTools } from './tools.js';
@@ -67,35 +67,25 @@ export class QandaService {
   }
 
   /**
-   * Answers a question. With an idempotency key, the key is claimed first: a retry of a request that
-   * succeeded gets its response again (`replayed`), without a model call or a charge; a retry while it
-   * runs is a 409; the same key with another request is a 400; a request that fails gives the key back.
+   * Answers a question. With an idempotency key (platform/idempotency.ts), a retry of a request that
+   * succeeded gets its response again (`replayed`), without a model call or a charge.
    */
   async ask(auth: AuthContext, mode: PromptMode, body: QandaInput, idempotencyKey?: string): Promise<{ response: QandaResult; replayed: boolean }> {
-    if (idempotencyKey === undefined) return { response: await this.answer(auth, mode, body, null), replayed: false };
-    const { ctx } = this;
     // The socket id is how this attempt is delivered, not what it asks: a retry after a reconnect has a new one.
     const { socketId: _socket, ...args } = body.requestArgs ?? {};
-    const fingerprint = fingerprintOf({ mode, institution: auth.institutionId ?? null, body: { ...body, requestArgs: args } });
-    const staleBefore = new Date(ctx.clock.now().getTime() - RESERVATION_STALE_MS);
-    const claim = await claimIdempotencyKey(ctx.db, auth.userId, idempotencyKey, fingerprint, ctx.clock.now(), staleBefore);
-    switch (claim.state) {
-      case 'mismatch':
-        throw badField('Idempotency-Key', 'This Idempotency-Key was used with a different request; send a new key for a new request');
-      case 'running':
-        throw new AppError(409, 'CONFLICT', 'A request with this Idempotency-Key is still being answered; retry once it has finished', [], { 'Retry-After': '1' });
-      case 'replay':
-        return { response: await this.replay(auth, body, claim.response as QandaResult), replayed: true };
-    }
-    const key = { key: idempotencyKey, claimedAt: claim.claimedAt };
-    try {
-      return { response: await this.answer(auth, mode, body, key), replayed: false };
-    } catch (err) {
-      await releaseIdempotencyKey(ctx.db, auth.userId, key.key, key.claimedAt).catch((e: unknown) =>
-        ctx.log.error({ err: e }, 'the idempotency key of a failed request could not be given back; it is taken over once stale'),
-      );
-      throw err;
-    }
+    const { ctx } = this;
+    const result = await idempotent<QandaResult>(
+      ctx.db,
+      {
+        userId: auth.userId,
+        key: idempotencyKey,
+        request: { mode, institution: auth.institutionId ?? null, body: { ...body, requestArgs: args } },
+        staleMs: RESERVATION_STALE_MS,
+        now: ctx.clock.now(),
+      },
+      (keyed) => this.answer(auth, mode, body, keyed),
+    );
+    return result.replayed ? { response: await this.replay(auth, body, result.response), replayed: true } : result;
   }
 
   /** A succeeded request's response sent again; streamed in one piece when this attempt names a connected socket. */
@@ -117,7 +107,7 @@ export class QandaService {
     return { ...rest, streamingFailed: streamingError !== undefined, ...(streamingError ? { streamingError } : {}) };
   }
 
-  private async answer(auth: AuthContext, mode: PromptMode, body: QandaInput, idempotency: { key: string; claimedAt: Date } | null): Promise<QandaResult> {
+  private async answer(auth: AuthContext, mode: PromptMode, body: QandaInput, keyed: KeyedRequest<QandaResult> | null): Promise<QandaResult> {
     const started = performance.now();
     const { ctx } = this;
     const args = body.requestArgs ?? {};
@@ -383,7 +373,7 @@ export class QandaService {
           historyId,
           promptMode: mode,
         };
-        if (idempotency) await completeIdempotencyKey(tx, auth.userId, idempotency.key, idempotency.claimedAt, result);
+        await keyed?.complete(tx, result);
         return result;
       });
       open = false;

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../../db/client.js';
 import type { Clock } from '../../shared/clock.js';
 import { releaseStaleReservations } from './credits.repository.js';
-import { deleteExpiredIdempotencyKeys } from './idempotency.repository.js';
+import { deleteExpiredIdempotencyKeys } from '../../platform/idempotency.js';
 
 /**
  * How long a Q&A reservation may go without being settled or renewed before it is released: longer than
@@ -17,7 +17,7 @@ export const RESERVATION_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
  * Releases the credit reservations of requests that ended without settling them: the process that
  * answered died (a crash, a kill) between the reservation and the payment. Each is released whole, with
  * its ledger row, once (settling deletes the open reservation in the same statement), whichever node
- * finds it first. The same pass deletes Q&A idempotency keys older than their 24 hours.
+ * finds it first. The same pass deletes idempotency keys older than their 24 hours.
  */
 export class ReservationSweep {
   private timer: NodeJS.Timeout | undefined;

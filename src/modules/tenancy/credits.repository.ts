@@ -56,6 +56,8 @@ export async function transferCredits(
   to: Holder,
   amount: number,
   actorUserId: string,
+  /** Runs in the transfer's transaction once both sides moved (an idempotency key saves its response there). */
+  inside?: (tx: DbOrTx, moved: { refId: string; from: number; to: number }) => Promise<void>,
 ): Promise<{ refId: string; from: number; to: number } | undefined> {
   const refId = newId();
   const move = (holder: Holder, delta: number, kind: LedgerKind, tx: DbOrTx) =>
@@ -66,7 +68,9 @@ export async function transferCredits(
     if (left === undefined) return undefined;
     const arrived = await move(to, amount, 'transfer_in', tx);
     if (arrived === undefined) throw new Error('transfer target vanished'); // rolls the debit back
-    return { refId, from: left, to: arrived };
+    const moved = { refId, from: left, to: arrived };
+    await inside?.(tx, moved);
+    return moved;
   });
 }
 

@@ -1,7 +1,9 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.js';
 import { authOf, requirePermission, SECURED } from '../../http/auth.js';
 import type { App } from '../../http/types.js';
-import { errorResponses, IdParams, SuccessOnly } from '../../shared/schemas.js';
+import { idempotent, type KeyedRequest } from '../../platform/idempotency.js';
+import { errorResponses, IDEMPOTENCY_NOTE, IdempotencyHeaders, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import {
   AccountResponse,
   AccountsListBody,
@@ -35,8 +37,22 @@ const SCOPE_NOTE =
   'what exists); records the caller can see but may not act on answer 403. Authentication and the role check run before body validation.';
 
 /** Admin management of accounts, institutions, users, memberships and credits (contract §2). */
+/** A credit movement's key left claimed by a process that died is taken over after this (the movement is one short transaction). */
+const CREDIT_KEY_STALE_MS = 5 * 60_000;
+
 export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyService> {
   const service = new TenancyService(ctx);
+  /** Runs a credit movement under the request's Idempotency-Key: a retried top-up or transfer moves credits once. */
+  const keyedCredits = async <T>(request: FastifyRequest, reply: FastifyReply, target: unknown, run: (keyed: KeyedRequest<T> | null) => Promise<T>) => {
+    const key = request.headers['idempotency-key'];
+    const { response, replayed } = await idempotent(
+      ctx.db,
+      { userId: authOf(request).userId, key: typeof key === 'string' ? key : undefined, request: target, staleMs: CREDIT_KEY_STALE_MS, now: ctx.clock.now() },
+      run,
+    );
+    if (replayed) reply.header('idempotent-replayed', 'true');
+    return { success: true, data: response };
+  };
   // Authenticate and require admin.access before the body is validated: 401/403 never depend on the body.
   const admin = { preValidation: requirePermission(ctx, 'admin.access') };
 
@@ -246,15 +262,19 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           `Creates (or, negative, removes) credits: a superadmin's act only (credits.mint); an account admin gets 403 and moves the credits ` +
           `it holds with POST /api/admin/credits/transfer instead. One atomic statement adds amount and a credit_ledger row (kind topup, or ` +
           `correction when negative) records it in the same transaction; a negative amount that would take the balance below zero, or with ` +
-          `more than 4 decimals, is a 400 and changes nothing. |amount| ≤ 1e9. ${SCOPE_NOTE}`,
+          `more than 4 decimals, is a 400 and changes nothing. |amount| ≤ 1e9. ${SCOPE_NOTE} ${IDEMPOTENCY_NOTE}`,
         security: SECURED,
         params: IdParams,
+        headers: IdempotencyHeaders,
         body: CreditsBody,
         response: { 200: CreditsResponse, ...errorResponses(400, 401, 403, 404) },
       },
       ...admin,
     },
-    async (request) => ({ success: true, data: await service.addInstitutionCredits(authOf(request), request.params.id, request.body.amount) }),
+    async (request, reply) =>
+      keyedCredits(request, reply, { route: 'institution-credits', id: request.params.id, body: request.body }, (keyed) =>
+        service.addInstitutionCredits(authOf(request), request.params.id, request.body.amount, keyed),
+      ),
   );
 
   // ───────────── users ─────────────
@@ -369,15 +389,19 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         description:
           `Creates (or, negative, removes) credits: a superadmin's act only (credits.mint); account admins get 403 and use ` +
           `POST /api/admin/credits/transfer. One atomic statement adds amount, with its credit_ledger row (topup / correction) in the same ` +
-          `transaction; a negative amount that would take the balance below zero, or with more than 4 decimals, is a 400 and changes nothing. ${SCOPE_NOTE}`,
+          `transaction; a negative amount that would take the balance below zero, or with more than 4 decimals, is a 400 and changes nothing. ${SCOPE_NOTE} ${IDEMPOTENCY_NOTE}`,
         security: SECURED,
         params: IdParams,
+        headers: IdempotencyHeaders,
         body: CreditsBody,
         response: { 200: CreditsResponse, ...errorResponses(400, 401, 403, 404) },
       },
       ...admin,
     },
-    async (request) => ({ success: true, data: await service.addUserCredits(authOf(request), request.params.id, request.body.amount) }),
+    async (request, reply) =>
+      keyedCredits(request, reply, { route: 'user-credits', id: request.params.id, body: request.body }, (keyed) =>
+        service.addUserCredits(authOf(request), request.params.id, request.body.amount, keyed),
+      ),
   );
 
   app.post(
@@ -393,14 +417,16 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           'as a whole (users.credits, same reach as PATCH /api/admin/user/{id}). A balance the caller cannot see is 404. Both balances must ' +
           'belong to one account, and differ (400). The debit is one conditional UPDATE (credits - amount where credits >= amount): a source ' +
           'that holds too little is a 400 and nothing moves, and concurrent transfers never overdraw it. The debit, the credit and their two ' +
-          `ledger rows (transfer_out, transfer_in, sharing refId) are one transaction. ${SCOPE_NOTE}`,
+          `ledger rows (transfer_out, transfer_in, sharing refId) are one transaction. ${SCOPE_NOTE} ${IDEMPOTENCY_NOTE}`,
         security: SECURED,
+        headers: IdempotencyHeaders,
         body: TransferBody,
         response: { 200: TransferResponse, ...errorResponses(400, 401, 403, 404) },
       },
       ...admin,
     },
-    async (request) => ({ success: true, data: await service.transferCredits(authOf(request), request.body) }),
+    async (request, reply) =>
+      keyedCredits(request, reply, { route: 'transfer', body: request.body }, (keyed) => service.transferCredits(authOf(request), request.body, keyed)),
   );
 
   // ───────────── memberships ─────────────

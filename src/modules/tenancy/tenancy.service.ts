@@ -4,6 +4,7 @@ import type { InstitutionRow } from './tenancy.repository.js';
 import { AppError, badField, conflict, notFound, rateLimited } from '../../shared/errors.js';
 import { newId, newPublicId } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
+import type { KeyedRequest } from '../../platform/idempotency.js';
 import { ALL_RECORDS } from '../../platform/invalidation.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { endCredentials } from '../identity/credentials.js';
@@ -168,6 +169,20 @@ export interface TransferInput {
   from: { institution?: string; user?: string };
   to: { institution?: string; user?: string };
   amount: number;
+}
+
+/** A balance after a top-up or correction. */
+export interface CreditsResult {
+  _id: string;
+  credits: number;
+}
+
+/** A transfer: its ledger refId and both balances after it. */
+export interface TransferResult {
+  refId: string;
+  amount: number;
+  from: Holder & { credits: number };
+  to: Holder & { credits: number };
 }
 
 /** Exactly one of institution / user names a balance. */
@@ -368,14 +383,16 @@ export class TenancyService {
     return envelope(rows.map(presentInstitution), total, page, pageSize);
   }
 
-  async addInstitutionCredits(auth: AuthContext, id: string, amount: number) {
+  async addInstitutionCredits(auth: AuthContext, id: string, amount: number, keyed: KeyedRequest<CreditsResult> | null = null): Promise<CreditsResult> {
     checkAmount(amount);
     const institution = await this.loadInstitution(id);
     assertInstitution(auth, 'institutions.credits', institution);
     assertMint(auth);
-    const credits = await this.db.transaction((tx) =>
-      moveInstitutionCredits(tx, institution.id, amount, { kind: amount > 0 ? 'topup' : 'correction', actorUserId: auth.userId }),
-    );
+    const credits = await this.db.transaction(async (tx) => {
+      const balance = await moveInstitutionCredits(tx, institution.id, amount, { kind: amount > 0 ? 'topup' : 'correction', actorUserId: auth.userId });
+      if (balance !== undefined) await keyed?.complete(tx, { _id: institution.id, credits: balance });
+      return balance;
+    });
     if (credits === undefined) {
       const current = await repo.findInstitution(this.db, institution.id);
       if (!current) throw notFound('Institution');
@@ -514,12 +531,16 @@ export class TenancyService {
     );
   }
 
-  async addUserCredits(auth: AuthContext, id: string, amount: number) {
+  async addUserCredits(auth: AuthContext, id: string, amount: number, keyed: KeyedRequest<CreditsResult> | null = null): Promise<CreditsResult> {
     checkAmount(amount);
     const { user, memberships } = await this.loadUser(id);
     assertUserWrite(auth, 'users.credits', user, memberships);
     assertMint(auth);
-    const credits = await this.db.transaction((tx) => moveUserCredits(tx, user.id, amount, { kind: amount > 0 ? 'topup' : 'correction', actorUserId: auth.userId }));
+    const credits = await this.db.transaction(async (tx) => {
+      const balance = await moveUserCredits(tx, user.id, amount, { kind: amount > 0 ? 'topup' : 'correction', actorUserId: auth.userId });
+      if (balance !== undefined) await keyed?.complete(tx, { _id: user.id, credits: balance });
+      return balance;
+    });
     this.ctx.auth.cache.invalidateUser(user.id); // credits of GET /me
     if (credits === undefined) {
       const current = await findUserById(this.db, user.id);
@@ -533,7 +554,7 @@ export class TenancyService {
    * Moves credits between two balances of one account (institution or user), both of which the caller
    * holds power over (tenancy.policy assertTransferSide): the sum over the account never changes.
    */
-  async transferCredits(auth: AuthContext, input: TransferInput) {
+  async transferCredits(auth: AuthContext, input: TransferInput, keyed: KeyedRequest<TransferResult> | null = null): Promise<TransferResult> {
     assertTransfer(auth);
     if (!isMultipleOfCreditUnit(input.amount)) throw badField('amount', 'amount must be a multiple of 0.0001 (at most 4 decimals)');
     const from = holderOf(input.from, 'from');
@@ -543,10 +564,16 @@ export class TenancyService {
     for (const side of sides) assertTransferSide(auth, side);
     const [fromAccount, toAccount] = sides.map(sideAccount);
     if (fromAccount !== toAccount) throw badField('to', 'Credits move only between balances of one account');
-    const moved = await transferCredits(this.db, from, to, input.amount, auth.userId);
+    const result = (moved: { refId: string; from: number; to: number }): TransferResult => ({
+      refId: moved.refId,
+      amount: input.amount,
+      from: { ...from, credits: moved.from },
+      to: { ...to, credits: moved.to },
+    });
+    const moved = await transferCredits(this.db, from, to, input.amount, auth.userId, keyed ? (tx, m) => keyed.complete(tx, result(m)) : undefined);
     for (const holder of [from, to]) if ('user' in holder) this.ctx.auth.cache.invalidateUser(holder.user); // credits of GET /me
     if (!moved) throw badField('amount', `The source balance is smaller than ${input.amount}`);
-    return { refId: moved.refId, amount: input.amount, from: { ...from, credits: moved.from }, to: { ...to, credits: moved.to } };
+    return result(moved);
   }
 
   private async transferSide(holder: Holder): Promise<TransferSide> {
