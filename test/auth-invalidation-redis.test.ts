@@ -37,6 +37,28 @@ describe('auth invalidation over Redis pub/sub (a real redis-server on 127.0.0.1
     await redis?.stop();
   });
 
+  /** Two channels on `channel`: x reaches Redis through a proxy the test controls, y directly. */
+  async function proxiedPair(channel: string, options: { heartbeatMs?: number } = {}) {
+    const { port } = new URL(redis.url);
+    const proxy = new CuttableProxy('127.0.0.1', Number(port));
+    await proxy.start();
+    const errors: unknown[] = [];
+    const x = await RedisInvalidationChannel.connect<AuthInvalidation>({
+      url: `redis://127.0.0.1:${proxy.port}`,
+      channel,
+      resetEvent: { kind: 'all' },
+      onError: (err) => errors.push(err),
+      ...options,
+    });
+    const y = await RedisInvalidationChannel.connect<AuthInvalidation>({ url: redis.url, channel, resetEvent: { kind: 'all' } });
+    const close = async () => {
+      await x.close();
+      await y.close();
+      await proxy.stop();
+    };
+    return { proxy, errors, x, y, close };
+  }
+
   test('a logout on node A ends the session cached on node B; a password change ends the others', async () => {
     const account = await makeAccount(a.database);
     const user = await makeUser(a.database, { accountId: account.id });
@@ -105,18 +127,7 @@ describe('auth invalidation over Redis pub/sub (a real redis-server on 127.0.0.1
 
   test('a link that goes silent without closing (half-open) is found by the heartbeat: the node reconnects and drops everything', async () => {
     // x's connections go through a proxy that stops carrying bytes but closes nothing: x would hear of it from TCP only after hours
-    const { port } = new URL(redis.url);
-    const proxy = new CuttableProxy('127.0.0.1', Number(port));
-    await proxy.start();
-    const errors: unknown[] = [];
-    const x = await RedisInvalidationChannel.connect<AuthInvalidation>({
-      url: `redis://127.0.0.1:${proxy.port}`,
-      channel: 'test-silent',
-      resetEvent: { kind: 'all' },
-      onError: (err) => errors.push(err),
-      heartbeatMs: 200,
-    });
-    const y = await RedisInvalidationChannel.connect<AuthInvalidation>({ url: redis.url, channel: 'test-silent', resetEvent: { kind: 'all' } });
+    const { proxy, errors, x, y, close } = await proxiedPair('test-silent', { heartbeatMs: 200 });
     const fromX: AuthInvalidation[] = [];
     x.subscribe((e) => fromX.push(e));
     try {
@@ -135,25 +146,13 @@ describe('auth invalidation over Redis pub/sub (a real redis-server on 127.0.0.1
         return fromX.some((e) => e.kind === 'user' && e.id === 'u4');
       }, 'x hears y again');
     } finally {
-      await x.close();
-      await y.close();
-      await proxy.stop();
+      await close();
     }
   });
 
   test('a publish that fails while Redis is out of reach is followed by a reset to the other nodes once it is back', async () => {
     // x reaches Redis through a proxy the test cuts; y's connections never drop, so y sees no gap of its own
-    const { port } = new URL(redis.url);
-    const proxy = new CuttableProxy('127.0.0.1', Number(port));
-    await proxy.start();
-    const errors: unknown[] = [];
-    const x = await RedisInvalidationChannel.connect<AuthInvalidation>({
-      url: `redis://127.0.0.1:${proxy.port}`,
-      channel: 'test-owed',
-      resetEvent: { kind: 'all' },
-      onError: (err) => errors.push(err),
-    });
-    const y = await RedisInvalidationChannel.connect<AuthInvalidation>({ url: redis.url, channel: 'test-owed', resetEvent: { kind: 'all' } });
+    const { proxy, errors, x, y, close } = await proxiedPair('test-owed');
     const fromY: AuthInvalidation[] = [];
     y.subscribe((e) => fromY.push(e));
     try {
@@ -170,9 +169,7 @@ describe('auth invalidation over Redis pub/sub (a real redis-server on 127.0.0.1
       proxy.restore();
       await eventually(async () => fromY.some((e) => e.kind === 'all'), 'y is told to drop everything once x reaches Redis again');
     } finally {
-      await x.close();
-      await y.close();
-      await proxy.stop();
+      await close();
     }
   });
 });
