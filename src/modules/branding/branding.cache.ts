@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Clock } from '../../shared/clock.js';
 import { ALL_RECORDS, type InvalidationBus } from '../../platform/invalidation.js';
+import { LoadsInFlight } from '../../shared/loads-in-flight.js';
 
 /** What is served for one publicId: the serialized branding and its ETag, or "no such twin". */
 export type BrandingEntry = { found: true; institutionId: string; body: string; etag: string } | { found: false };
@@ -37,8 +38,7 @@ export class BrandingCache {
   private readonly entries = new Map<string, Stored>();
   private readonly publicIdOf = new Map<string, string>();
   private generation = 0;
-  /** Loads in flight per public id, with the generation they started in. */
-  private readonly loads = new Map<string, { generation: number; entry: Promise<BrandingEntry> }>();
+  private readonly loads = new LoadsInFlight<BrandingEntry>();
   private readonly maxEntries: number;
   private readonly negativeTtlMs: number;
   private readonly positiveTtlMs: number;
@@ -86,19 +86,12 @@ export class BrandingCache {
     if (hit) return Promise.resolve(hit);
     // a burst of misses (a page of a new tenant, every request just after an invalidation) reads once,
     // unless an invalidation came after that read started
-    const inFlight = this.loads.get(publicId);
-    if (inFlight && inFlight.generation === this.generation) return inFlight.entry;
     const generation = this.generation;
-    const entry = load()
-      .then((loaded) => {
-        if (generation === this.generation) this.store(publicId, loaded);
-        return loaded;
-      })
-      .finally(() => {
-        if (this.loads.get(publicId)?.entry === entry) this.loads.delete(publicId);
-      });
-    this.loads.set(publicId, { generation, entry });
-    return entry;
+    return this.loads.join(publicId, generation, async () => {
+      const loaded = await load();
+      if (generation === this.generation) this.store(publicId, loaded);
+      return loaded;
+    });
   }
 
   get size(): number {

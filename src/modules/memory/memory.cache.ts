@@ -1,5 +1,6 @@
 import { ALL_RECORDS, type InvalidationBus } from '../../platform/invalidation.js';
 import type { Clock } from '../../shared/clock.js';
+import { LoadsInFlight } from '../../shared/loads-in-flight.js';
 import type { MemoryWithInstitution } from './memory.repository.js';
 
 /**
@@ -14,9 +15,8 @@ import type { MemoryWithInstitution } from './memory.repository.js';
  * - user: deleting a user deletes the shared rows they wrote anywhere: every shared entry goes.
  * A load that started before an invalidation does not store its result (generation counter). Misses of one
  * key share the load in flight (one read for a burst of requests), unless an invalidation came after it
- * started. A list is read
- * again after maxAgeMs whatever happened. Bounded by
- * the number of rows held (200,000 by default; an empty list counts as one), the oldest entries going first.
+ * started. A list is read again after maxAgeMs whatever happened. Bounded by the number of rows held
+ * (200,000 by default; an empty list counts as one), the oldest entries going first.
  */
 type Rows = readonly MemoryWithInstitution[];
 /** A cached list and when it was read (ms). */
@@ -28,9 +28,8 @@ interface Held {
 export class MemoryCache {
   private readonly personal = new Map<string, Held>();
   private readonly shared = new Map<string, Held>();
-  /** Loads in flight per key, with the generation they started in. */
-  private readonly personalLoads = new Map<string, { generation: number; rows: Promise<Rows> }>();
-  private readonly sharedLoads = new Map<string, { generation: number; rows: Promise<Rows> }>();
+  private readonly personalLoads = new LoadsInFlight<Rows>();
+  private readonly sharedLoads = new LoadsInFlight<Rows>();
   private generation = 0;
   private readonly unsubscribers: Array<() => void>;
 
@@ -67,27 +66,19 @@ export class MemoryCache {
   }
 
   async personalOf(userId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
-    return this.get(this.personal, userId, load);
+    return this.get(this.personal, this.personalLoads, userId, load);
   }
 
   async sharedOf(institutionId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
-    return this.get(this.shared, institutionId, load);
+    return this.get(this.shared, this.sharedLoads, institutionId, load);
   }
 
-  private get(map: Map<string, Held>, key: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
+  private get(map: Map<string, Held>, loads: LoadsInFlight<Rows>, key: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
     const hit = map.get(key);
     const at = this.clock.now().getTime();
     if (hit && at - hit.at < this.maxAgeMs) return Promise.resolve(hit.rows);
-    // misses of one key while it loads share that load, unless an invalidation came after it started
-    const loads = map === this.personal ? this.personalLoads : this.sharedLoads;
-    const inFlight = loads.get(key);
-    if (inFlight && inFlight.generation === this.generation) return inFlight.rows;
     const generation = this.generation;
-    const rows = this.fill(map, key, load, generation, at).finally(() => {
-      if (loads.get(key)?.rows === rows) loads.delete(key);
-    });
-    loads.set(key, { generation, rows });
-    return rows;
+    return loads.join(key, generation, () => this.fill(map, key, load, generation, at));
   }
 
   private async fill(map: Map<string, Held>, key: string, load: () => Promise<MemoryWithInstitution[]>, generation: number, at: number): Promise<Rows> {
