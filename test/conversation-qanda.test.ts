@@ -825,6 +825,16 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
       assert.equal(await deleteExpiredIdempotencyKeys(t.database.db, new Date(expired.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1)), 0);
       assert.equal(await deleteExpiredIdempotencyKeys(t.database.db, new Date(expired.getTime() + IDEMPOTENCY_KEY_TTL_MS + 1)), 1);
       assert.equal(await keyRows(), 0);
+      // the reservation sweep of every node deletes them
+      const later = new Date(expired.getTime() + 1000);
+      assert.equal((await claimIdempotencyKey(t.database.db, w.userB1.id, 'swept', 'f3', later, staleBefore(later))).state, 'claimed');
+      const errors: string[] = [];
+      const log = { warn: () => undefined, error: (_o: object, m: string) => void errors.push(m) } as never;
+      await new ReservationSweep(t.database.db, { now: () => new Date(later.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1) }, log).run();
+      assert.equal(await keyRows(), 1);
+      await new ReservationSweep(t.database.db, { now: () => new Date(later.getTime() + IDEMPOTENCY_KEY_TTL_MS + 1) }, log).run();
+      assert.equal(await keyRows(), 0);
+      assert.deepEqual(errors, []);
     });
   });
 

@@ -12,6 +12,9 @@ import { AppError, badField } from '../shared/errors.js';
  * its key back. Keys are per user and kept 24 hours.
  */
 
+/** The response header that marks a replayed response. */
+export const REPLAYED_HEADER = 'idempotent-replayed';
+
 /** How long a key and its response are kept: a retry after that is a new request. */
 export const IDEMPOTENCY_KEY_TTL_MS = 24 * 60 * 60 * 1000;
 

@@ -27,7 +27,6 @@ export interface RedisChannelOptions<E> {
   heartbeatMs?: number;
 }
 
-
 /**
  * Invalidation across nodes over Redis pub/sub. Local subscribers are called synchronously on
  * `publish` (this node's write takes effect at once); the event also goes to Redis, and every other

@@ -2,6 +2,7 @@ import type { AppContext } from '../../context.js';
 import { authOf, requireAuth, requirePermission, SECURED } from '../../http/auth.js';
 import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
+import { REPLAYED_HEADER } from '../../platform/idempotency.js';
 import { errorResponses, IDEMPOTENCY_NOTE, IdempotencyHeaders, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import type { RealtimeGateway } from '../realtime/gateway.js';
 import { ReservationSweep } from './reservation-sweep.js';
@@ -78,7 +79,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
       },
       async (request, reply) => {
         const { response, replayed } = await qanda.ask(authOf(request), mode, request.body, request.headers['idempotency-key']);
-        if (replayed) reply.header('idempotent-replayed', 'true');
+        if (replayed) reply.header(REPLAYED_HEADER, 'true');
         return response;
       },
     );

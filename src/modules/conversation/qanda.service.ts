@@ -1,8 +1,8 @@
 import type { AppContext } from '../../context.js';
+import { isForeignKeyViolation } from '../../db/errors.js';
 import { idempotent, type KeyedRequest } from '../../platform/idempotency.js';
 import { countInputTokens, countTextTokens, loadEncoding } from '../../providers/llm/tokens.js';
 import { UpstreamError, type ChatMessage, type ChatRequest, type ChatResult, type TokenUsage, type ToolCall } from '../../providers/llm/types.js';
-import { isForeignKeyViolation } from '../../db/errors.js';
 import { AppError, badField, contentBlocked, forbidden, insufficientCredits, notFound, upstreamFailed } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';

@@ -58,10 +58,15 @@ export class ReservationSweep {
         released += batch;
       }
       if (released > 0) this.log.warn({ released }, 'released credit reservations of requests that ended without settling them');
-      // idempotency keys past their 24 hours go with the same sweep
-      while ((await deleteExpiredIdempotencyKeys(this.db, now)) > 0);
     } catch (err) {
       this.log.error({ err }, 'releasing stale credit reservations failed; trying again at the next sweep');
+    }
+    // idempotency keys past their 24 hours go with the same sweep (whatever happened to the reservations)
+    try {
+      const now = this.clock.now();
+      while ((await deleteExpiredIdempotencyKeys(this.db, now)) > 0);
+    } catch (err) {
+      this.log.error({ err }, 'deleting expired idempotency keys failed; trying again at the next sweep');
     }
   }
 }

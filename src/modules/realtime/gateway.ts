@@ -3,10 +3,10 @@ import type { Redis } from 'ioredis';
 import { Server, type Socket } from 'socket.io';
 import type { AppContext } from '../../context.js';
 import type { App } from '../../http/types.js';
+import { quitRedis, REDIS_HEARTBEAT_MS, startRedisHeartbeat } from '../../platform/redis-heartbeat.js';
 import { AppError } from '../../shared/errors.js';
 import type { AuthInvalidation } from '../identity/auth-cache.js';
 import { resolveAuth, resolveSession, type AuthContext } from '../identity/auth-context.js';
-import { quitRedis, REDIS_HEARTBEAT_MS, startRedisHeartbeat } from '../../platform/redis-heartbeat.js';
 
 /** The event a Q&A answer streams on, and its payload (contract §6). */
 export const RECEIVE_STREAM = 'RECEIVE_STREAM';

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.js';
 import { authOf, requirePermission, SECURED } from '../../http/auth.js';
 import type { App } from '../../http/types.js';
-import { idempotent, type KeyedRequest } from '../../platform/idempotency.js';
+import { idempotent, REPLAYED_HEADER, type KeyedRequest } from '../../platform/idempotency.js';
 import { errorResponses, IDEMPOTENCY_NOTE, IdempotencyHeaders, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import {
   AccountResponse,
@@ -36,10 +36,10 @@ const SCOPE_NOTE =
   'A plain user gets 403 on every admin route. Records of an account the caller does not belong to answer 404 (other tenants never learn ' +
   'what exists); records the caller can see but may not act on answer 403. Authentication and the role check run before body validation.';
 
-/** Admin management of accounts, institutions, users, memberships and credits (contract §2). */
 /** A credit movement's key left claimed by a process that died is taken over after this (the movement is one short transaction). */
 const CREDIT_KEY_STALE_MS = 5 * 60_000;
 
+/** Admin management of accounts, institutions, users, memberships and credits (contract §2). */
 export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyService> {
   const service = new TenancyService(ctx);
   /** Runs a credit movement under the request's Idempotency-Key: a retried top-up or transfer moves credits once. */
@@ -50,7 +50,7 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
       { userId: authOf(request).userId, key: typeof key === 'string' ? key : undefined, request: target, staleMs: CREDIT_KEY_STALE_MS, now: ctx.clock.now() },
       run,
     );
-    if (replayed) reply.header('idempotent-replayed', 'true');
+    if (replayed) reply.header(REPLAYED_HEADER, 'true');
     return { success: true, data: response };
   };
   // Authenticate and require admin.access before the body is validated: 401/403 never depend on the body.
