@@ -328,6 +328,48 @@ describe('memory parameters', () => {
     const gone = await visible(tok.otherA1);
     assert.ok(!gone.some((r) => r._id === shared._id || r._id === hidden));
   });
+
+  test("a session's answer is kept while its lists and its roles are unchanged; a role or membership change is seen at once", async () => {
+    const author = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const viewer = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const at = (await login(t.app, author.email)).accessToken;
+    const vt = (await login(t.app, viewer.email)).accessToken;
+    const row = await create(at, { key_name: 'memo', key_value: '1', shared: true });
+    const mine = await create(vt, { key_name: 'own', key_value: '1' });
+    const list = async () => {
+      const res = await call('GET', '/api/user/memory', vt);
+      assert.equal(res.statusCode, 200);
+      return { body: res.body, rows: res.json().data as any[] };
+    };
+    const first = await list();
+    assert.deepEqual(
+      first.rows.filter((r) => r._id === row._id || r._id === mine._id).map((r) => [r._id, r.editable, r.isAuthor]),
+      [
+        [mine._id, true, true],
+        [row._id, false, false],
+      ],
+    );
+    assert.equal((await list()).body, first.body);
+
+    // promoted to admin of the institution: the same token now may edit the author's shared row
+    const promote = await call('POST', '/api/admin/membership', tok.adminA, { user: viewer.id, institution: w.a1.id, role: 'admin' });
+    assert.equal(promote.statusCode, 200, promote.body);
+    assert.equal((await list()).rows.find((r) => r._id === row._id)?.editable, true);
+
+    // a personal row written through the API is in the next answer
+    const added = await create(vt, { key_name: 'added', key_value: '1' });
+    assert.ok((await list()).rows.some((r) => r._id === added._id));
+
+    // enrolment ended: the institution's shared rows leave the answer, the personal ones stay
+    const unenrol = await call('DELETE', '/api/admin/membership', tok.adminA, { user: viewer.id, institution: w.a1.id });
+    assert.equal(unenrol.statusCode, 200, unenrol.body);
+    const last = await list();
+    assert.ok(!last.rows.some((r) => r._id === row._id));
+    assert.deepEqual(
+      last.rows.map((r) => r._id),
+      [added._id, mine._id],
+    );
+  });
 });
 
 /** n memory rows (only their identity matters to the cache). */

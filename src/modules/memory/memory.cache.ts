@@ -65,18 +65,24 @@ export class MemoryCache {
     for (const u of this.unsubscribers) u();
   }
 
-  async personalOf(userId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
+  /**
+   * An author's personal rows: the cached list itself on a hit (no promise: the list route answers from
+   * hits alone without a turn of the microtask queue), else the load (shared with the misses in flight).
+   * A cached list is never changed in place: a change replaces it, so its identity tells it apart.
+   */
+  personalOf(userId: string, load: () => Promise<MemoryWithInstitution[]>): Rows | Promise<Rows> {
     return this.get(this.personal, this.personalLoads, userId, load);
   }
 
-  async sharedOf(institutionId: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
+  /** An institution's shared rows, as personalOf. */
+  sharedOf(institutionId: string, load: () => Promise<MemoryWithInstitution[]>): Rows | Promise<Rows> {
     return this.get(this.shared, this.sharedLoads, institutionId, load);
   }
 
-  private get(map: Map<string, Held>, loads: LoadsInFlight<Rows>, key: string, load: () => Promise<MemoryWithInstitution[]>): Promise<Rows> {
+  private get(map: Map<string, Held>, loads: LoadsInFlight<Rows>, key: string, load: () => Promise<MemoryWithInstitution[]>): Rows | Promise<Rows> {
     const hit = map.get(key);
     const at = this.clock.now().getTime();
-    if (hit && at - hit.at < this.maxAgeMs) return Promise.resolve(hit.rows);
+    if (hit && at - hit.at < this.maxAgeMs) return hit.rows;
     const generation = this.generation;
     return loads.join(key, generation, () => this.fill(map, key, load, generation, at));
   }

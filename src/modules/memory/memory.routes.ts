@@ -54,9 +54,10 @@ export async function memoryRoutes(app: App, ctx: AppContext): Promise<void> {
       },
       preValidation: authenticated,
     },
-    // Sent as the service serialized it (per-row JSON memoized per cached row): running the rows through
-    // the response schema's serializer on every request was the route's main cost. The schema stays
-    // for the OpenAPI document; the test checks the body against its serializer.
+    // Sent as the service serialized and encoded it (per-row JSON memoized per cached row, the whole
+    // answer per session while its lists are unchanged): running the rows through the response schema's
+    // serializer on every request was the route's main cost. The schema stays for the OpenAPI document;
+    // the test checks the body against its serializer.
     async (request, reply) => reply.type('application/json; charset=utf-8').send(await service.listJson(authOf(request))),
   );
 

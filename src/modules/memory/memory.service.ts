@@ -71,6 +71,13 @@ export function mergeNewestFirst(parts: readonly Rows[]): Rows {
   return rows.length > repo.USER_MEMORY_LIMIT ? rows.slice(0, repo.USER_MEMORY_LIMIT) : rows;
 }
 
+/** Whether two lists of cached lists are the same lists (by identity), in the same order. */
+function sameParts(a: readonly Rows[], b: readonly Rows[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 export class MemoryService {
   readonly cache: MemoryCache;
 
@@ -99,33 +106,54 @@ export class MemoryService {
   }
 
   /**
-   * The caller's personal rows and the shared rows of every institution it belongs to (from its
-   * authenticated context), newest first and at most USER_MEMORY_LIMIT, from the cache when it has
-   * them, else one prepared statement each.
+   * The caller's lists: personal rows first, then the shared rows of each institution it belongs to (from
+   * its authenticated context), each from the cache when it has it, else one prepared statement.
    */
-  private async visibleRows(auth: AuthContext): Promise<Rows> {
-    const parts = await Promise.all([
-      this.cache.personalOf(auth.userId, () => repo.listPersonalOf(this.db, auth.userId)),
-      ...[...auth.memberships.keys()].map((id) => this.cache.sharedOf(id, () => repo.listSharedOf(this.db, id))),
-    ]);
-    return mergeNewestFirst(parts);
+  private visibleParts(auth: AuthContext): Rows[] | Promise<Rows[]> {
+    const parts: Array<Rows | Promise<Rows>> = [this.cache.personalOf(auth.userId, () => repo.listPersonalOf(this.db, auth.userId))];
+    let pending = false;
+    for (const id of auth.memberships.keys()) {
+      const part = this.cache.sharedOf(id, () => repo.listSharedOf(this.db, id));
+      pending ||= part instanceof Promise;
+      parts.push(part);
+    }
+    pending ||= parts[0] instanceof Promise;
+    return pending ? Promise.all(parts) : (parts as Rows[]);
   }
 
   /**
-   * The answer of GET /api/user/memory, already serialized: `{"success":true,"data":[...]}` made of
-   * the JSON of each row, memoized per cached row object and point of view (presentMemoryJson).
-   * Serializing the rows through the response schema on every request was the route's main cost.
+   * The answer of GET /api/user/memory, serialized and encoded: `{"success":true,"data":[...]}` of the
+   * caller's rows newest first (at most USER_MEMORY_LIMIT), made of the JSON of each row, memoized per
+   * cached row object and point of view (presentMemoryJson). Serializing the rows through the response
+   * schema on every request was the route's main cost; then merging, concatenating and encoding the same
+   * answer again on every request (see `answers`).
    */
-  async listJson(auth: AuthContext): Promise<string> {
-    const rows = await this.visibleRows(auth);
+  async listJson(auth: AuthContext): Promise<Buffer> {
+    const got = this.visibleParts(auth);
+    const parts = got instanceof Promise ? await got : got;
+    const memo = this.answers.get(auth.memberships);
+    if (memo && memo.user === auth.user && sameParts(memo.parts, parts)) return memo.body;
+    const rows = mergeNewestFirst(parts);
     let json = '{"success":true,"data":[';
     for (let i = 0; i < rows.length; i++) {
       const row = rows[i]!;
       if (i > 0) json += ',';
       json += presentMemoryJson(row, { editable: canEdit(auth, row), isAuthor: isAuthor(auth, row) });
     }
-    return json + ']}';
+    const body = Buffer.from(json + ']}');
+    this.answers.set(auth.memberships, { user: auth.user, parts, body });
+    return body;
   }
+
+  /**
+   * The last answer of each cached session, keyed by its memberships map. An answer is a function of the
+   * caller's user row and memberships (who it is, its roles: editable, isAuthor) and of the cached lists
+   * it was made of. The session cache (identity/auth-cache.ts) keeps one user row and one memberships map
+   * per session until an invalidation replaces them, and the memory cache replaces a list instead of
+   * changing it: while the three are the same objects, the answer is the same bytes. Weak: an answer
+   * goes with its session's cache entry.
+   */
+  private readonly answers = new WeakMap<AuthContext['memberships'], { user: AuthContext['user']; parts: readonly Rows[]; body: Buffer }>();
 
   async create(auth: AuthContext, input: CreateMemoryInput) {
     const shared = input.shared === true;
