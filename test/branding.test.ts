@@ -152,14 +152,14 @@ describe('context lookup and branding', () => {
     const gate = new Promise<void>((r) => (release = r));
     const pending = cache.get('p1', async () => {
       await gate;
-      return { found: true, institutionId: 'i1', body: '{"ainame":"old"}', etag: '"old"' };
+      return { found: true, institutionId: 'i1', body: Buffer.from('{"ainame":"old"}'), etag: '"old"' };
     });
     await bus.publish('institution', { id: 'i1' });
     release();
     assert.equal((await pending).found, true);
     assert.equal(cache.peek('p1'), undefined, 'the stale load was not cached');
 
-    await cache.get('p1', async () => ({ found: true, institutionId: 'i1', body: '{}', etag: '"new"' }));
+    await cache.get('p1', async () => ({ found: true, institutionId: 'i1', body: Buffer.from('{}'), etag: '"new"' }));
     assert.equal(cache.size, 1);
     await bus.publish('institution', { id: 'i1' });
     assert.equal(cache.size, 0);
@@ -175,7 +175,7 @@ describe('context lookup and branding', () => {
     const load = async () => {
       const n = ++loads;
       await gate;
-      return { found: true as const, institutionId: 'i1', body: `{"v":${n}}`, etag: `"${n}"` };
+      return { found: true as const, institutionId: 'i1', body: Buffer.from(`{"v":${n}}`), etag: `"${n}"` };
     };
     const burst = Array.from({ length: 20 }, () => cache.get('p1', load));
     release();
@@ -202,7 +202,7 @@ describe('context lookup and branding', () => {
     let loads = 0;
     const load = async () => {
       loads++;
-      return { found: true as const, institutionId: 'i1', body: `{"v":${loads}}`, etag: `"${loads}"` };
+      return { found: true as const, institutionId: 'i1', body: Buffer.from(`{"v":${loads}}`), etag: `"${loads}"` };
     };
     await cache.get('p1', load);
     clock.advance(59_999);

@@ -3,8 +3,11 @@ import type { Clock } from '../../shared/clock.js';
 import { ALL_RECORDS, type InvalidationBus } from '../../platform/invalidation.js';
 import { LoadsInFlight } from '../../shared/loads-in-flight.js';
 
-/** What is served for one publicId: the serialized branding and its ETag, or "no such twin". */
-export type BrandingEntry = { found: true; institutionId: string; body: string; etag: string } | { found: false };
+/**
+ * What is served for one publicId: the branding serialized and encoded once (sent as these bytes: no
+ * per-request length or encoding of a string) and its ETag, or "no such twin".
+ */
+export type BrandingEntry = { found: true; institutionId: string; body: Buffer; etag: string } | { found: false };
 
 interface Stored {
   entry: BrandingEntry;
@@ -22,7 +25,7 @@ export interface BrandingCacheOptions {
   positiveTtlMs?: number;
 }
 
-export const etagOf = (body: string): string => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
+export const etagOf = (body: string | Buffer): string => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
 
 /**
  * In-process cache of the public branding lookup, keyed by publicId. Positive entries live until the

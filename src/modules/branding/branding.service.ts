@@ -51,7 +51,7 @@ export class BrandingService {
   private async load(publicId: string): Promise<BrandingEntry> {
     const row = await repo.findBranding(this.ctx.db, publicId);
     if (!row) return { found: false };
-    const body = JSON.stringify(presentBranding(row));
+    const body = Buffer.from(JSON.stringify(presentBranding(row)));
     return { found: true, institutionId: row.id, body, etag: etagOf(body) };
   }
 
