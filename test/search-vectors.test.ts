@@ -242,6 +242,64 @@ test('the background drain empties the staging table, waits while an ingestion h
   }
 });
 
+test("on the embedded engine the app's statements are its activity and the drain's are not", async () => {
+  const background = database.background;
+  assert.ok(background, 'PGlite has a background handle');
+  // a statement of the app is activity from the moment it is sent until it ends (a transaction, its whole length)
+  let inside = Number.NaN;
+  await database.db.transaction(async (tx) => {
+    await tx.execute(sql`select 1`);
+    inside = background.activity.quietFor();
+  });
+  assert.equal(inside, 0);
+  assert.ok(background.activity.quietFor() > 0);
+  // the background handle's statements are not: the engine's quiet time goes on growing through them
+  const before = background.activity.quietFor();
+  await background.db.execute(sql`select count(*) from chunk_vectors_staged`);
+  assert.ok(background.activity.quietFor() > before);
+});
+
+test('the drain gives way to the app: nothing moves while the app uses the engine, until it has been left alone, or the longest wait is over', async () => {
+  const { db: bg, activity } = database.background!;
+  while ((await drainStagedVectors(bg, 1000)) > 0);
+  // polled through the background handle: polling through the app's would itself be activity
+  const staged = async () => (await countStagedVectors(bg)) === 0;
+  let endBusy!: () => void;
+  // the app holds the engine (a long operation in flight) until released
+  const busy = activity.track(new Promise<void>((resolve) => (endBusy = resolve)));
+  const file = await addUpload(texts(12, 8));
+  const drain = new VectorDrain(bg, log, { batch: 4, idleMs: 20, backlogCap: 1000, vacuum: false, giveWay: { activity, quietMs: 50, maxWaitMs: 60_000 } });
+  drain.start();
+  try {
+    // a drain that did not give way would have moved all 12 within a few batches of 4
+    await new Promise((r) => setTimeout(r, 400));
+    assert.deepEqual(await counts(file.id), { staged: 12, indexed: 0 });
+    assert.ok(drain.yielded > 0);
+    endBusy();
+    await busy;
+    assert.ok(await until(staged), 'drained once the app left the engine alone');
+    assert.equal(drain.moved, 12);
+  } finally {
+    endBusy();
+    await drain.stop();
+  }
+
+  // under a load that never stops, a batch still goes every maxWaitMs
+  const steady = activity.track(new Promise<void>((resolve) => (endBusy = resolve)));
+  const second = await addUpload(texts(8, 9));
+  const patient = new VectorDrain(bg, log, { batch: 4, idleMs: 20, backlogCap: 1000, vacuum: false, giveWay: { activity, quietMs: 50, maxWaitMs: 100 } });
+  patient.start();
+  try {
+    assert.ok(await until(staged), 'drained under a steady load');
+    assert.deepEqual(await counts(second.id), { staged: 0, indexed: 8 });
+    assert.ok(patient.yielded > 0);
+  } finally {
+    endBusy();
+    await steady;
+    await patient.stop();
+  }
+});
+
 test('with a lock timeout (PostgreSQL) each batch bounds its wait in its own transaction, and a lock conflict makes the drain wait, not fail', async () => {
   while ((await drainStagedVectors(database.db, 1000)) > 0);
   const file = await addUpload(texts(6, 10));

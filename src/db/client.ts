@@ -8,6 +8,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import type { drizzle as DrizzlePg } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
+import { EngineActivity, TrackedPGlite } from './activity.js';
 import * as schema from './schema.js';
 import { RemotePGlite } from './pglite-remote.js';
 import { lockDataDir } from './lock.js';
@@ -26,6 +27,13 @@ export interface Database {
   pglite?: PGlite | RemotePGlite;
   /** The embedded engine runs in a worker thread (PGLITE_WORKER). */
   worker?: boolean;
+  /**
+   * The embedded engine only (it runs one statement at a time for the whole app): a handle for background
+   * jobs whose statements are not counted as the app's activity, and that activity (statements of `db`
+   * in flight, and when the last one ended), which those jobs give way to. PostgreSQL runs statements side
+   * by side: nothing to give way to.
+   */
+  background?: { db: Db; activity: EngineActivity };
   ping(): Promise<void>;
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -135,14 +143,16 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     releaseLock();
     throw err;
   }
-  // drizzle's PGlite driver calls query/transaction only, which RemotePGlite implements
+  // drizzle's PGlite driver calls query/transaction only, which RemotePGlite and TrackedPGlite implement
   const client = pglite as PGlite;
-  const db = drizzlePglite(client, { schema }) as unknown as Db;
+  const activity = new EngineActivity();
+  const db = drizzlePglite(new TrackedPGlite(client, activity) as unknown as PGlite, { schema }) as unknown as Db;
   return {
     db,
     kind: 'pglite',
     pglite,
     worker: options.pgliteWorker === true,
+    background: { db: drizzlePglite(client, { schema }) as unknown as Db, activity },
     ping: async () => void (await pglite.query('select 1')),
     migrate: () => migratePglite(drizzlePglite(client, { schema }), { migrationsFolder }),
     close: async () => {

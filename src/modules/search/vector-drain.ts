@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
+import type { EngineActivity } from '../../db/activity.js';
 import type { Db } from '../../db/client.js';
 import { isLockConflict, sqlState } from '../../db/errors.js';
 import { Sleeper } from '../../shared/sleeper.js';
@@ -8,9 +9,16 @@ import { countStagedVectors, drainStagedVectors } from './search.repository.js';
 export interface VectorDrainOptions {
   /**
    * Vectors moved per statement. An HNSW insert costs 3–7 ms a row on the embedded engine, which runs
-   * one statement at a time for the whole app: 8 rows hold it ~50 ms at most.
+   * one statement at a time for the whole app: a request's statement that arrives meanwhile waits for it.
    */
   batch: number;
+  /**
+   * The embedded engine: the app's activity, which the drain gives way to. Before each statement it waits
+   * until the app has left the engine alone for `quietMs`, but no longer than `maxWaitMs` (under a steady
+   * load it still moves a batch that often). Without it (PostgreSQL runs statements side by side) the
+   * drain moves batch after batch.
+   */
+  giveWay?: { activity: EngineActivity; quietMs: number; maxWaitMs: number };
   /** How long to wait when nothing is staged (another node's ingestion may stage some). */
   idleMs: number;
   /**
@@ -31,7 +39,13 @@ export interface VectorDrainOptions {
   lockTimeoutMs?: number;
 }
 
-export const DEFAULT_VECTOR_DRAIN: Omit<VectorDrainOptions, 'vacuum' | 'lockTimeoutMs'> = { batch: 8, idleMs: 1000, backlogCap: 20_000 };
+export const DEFAULT_VECTOR_DRAIN: Omit<VectorDrainOptions, 'vacuum' | 'lockTimeoutMs' | 'giveWay'> = { batch: 2, idleMs: 1000, backlogCap: 20_000 };
+/**
+ * How the drain gives way to the app on the embedded engine (VectorDrainOptions.giveWay): a search runs a few
+ * statements with up to ~20 ms of scoring between them, so 25 ms without a statement means no request is
+ * between two of its own; under a steady load a batch still goes every 250 ms.
+ */
+export const VECTOR_DRAIN_GIVE_WAY = { quietMs: 25, maxWaitMs: 250 };
 /** PostgreSQL's bound on a move's wait for a table lock (VectorDrainOptions.lockTimeoutMs). */
 export const VECTOR_DRAIN_LOCK_TIMEOUT_MS = 1000;
 
@@ -57,6 +71,8 @@ export class VectorDrain {
   private countedAt = Number.NEGATIVE_INFINITY;
   /** Vectors this node moved into the index since it started. */
   moved = 0;
+  /** Times the drain waited for the app to leave the engine alone (giveWay). */
+  yielded = 0;
 
   constructor(
     private readonly db: Db,
@@ -102,6 +118,21 @@ export class VectorDrain {
     return this.backlog < this.options.backlogCap;
   }
 
+  /** Waits until the app has left the engine alone for quietMs, or maxWaitMs have passed (see VectorDrainOptions.giveWay). */
+  private async giveWay(): Promise<void> {
+    const giveWay = this.options.giveWay;
+    if (!giveWay) return;
+    const started = performance.now();
+    for (;;) {
+      const now = performance.now();
+      const quiet = giveWay.activity.quietFor(now);
+      const waited = now - started;
+      if (quiet >= giveWay.quietMs || waited >= giveWay.maxWaitMs || !this.running) return;
+      this.yielded++;
+      await this.sleep(Math.max(1, Math.min(giveWay.quietMs - quiet, giveWay.maxWaitMs - waited)));
+    }
+  }
+
   private async run(): Promise<void> {
     /** the last batch moved vectors (the next one skips the idle check) */
     let busy = false;
@@ -111,12 +142,15 @@ export class VectorDrain {
           await this.sleep(250);
           continue;
         }
+        await this.giveWay();
+        if (!this.running) break;
         const moved = await drainStagedVectors(this.db, this.options.batch, { lockTimeoutMs: this.options.lockTimeoutMs, idleCheck: !busy });
         busy = moved > 0;
         if (!this.running) break;
         if (moved === 0) {
           if (this.options.vacuum && this.movedSinceVacuum >= MAINTAIN_AFTER) {
             this.movedSinceVacuum = 0;
+            await this.giveWay();
             await this.db.execute(sql`vacuum chunk_vectors_staged`);
             await this.db.execute(sql`analyze chunk_vectors (chunk_id, upload_id)`);
             if (!this.running) break;

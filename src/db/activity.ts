@@ -1,0 +1,51 @@
+import type { PGlite, QueryOptions, Results, Transaction } from '@electric-sql/pglite';
+
+/**
+ * The app's use of the embedded engine, which runs one statement at a time for the whole process: how many
+ * of its operations (statements, transactions) are in flight, and when the last one ended. Background jobs
+ * that would otherwise hold the engine between a request's statements (the vector drain) give way to it:
+ * they run their next statement once the app has left the engine alone for a while (see VectorDrain).
+ */
+export class EngineActivity {
+  private inFlight = 0;
+  private lastEndedAt = Number.NEGATIVE_INFINITY;
+
+  track<T>(operation: Promise<T>): Promise<T> {
+    this.inFlight++;
+    return operation.finally(() => {
+      this.inFlight--;
+      this.lastEndedAt = performance.now();
+    });
+  }
+
+  /** Milliseconds since the app last used the engine: 0 while an operation is in flight. */
+  quietFor(now = performance.now()): number {
+    return this.inFlight > 0 ? 0 : now - this.lastEndedAt;
+  }
+}
+
+/** What drizzle's PGlite driver calls on its client (PGlite, or RemotePGlite for the worker thread, which implements as much). */
+export type PGliteLike = Pick<PGlite, 'query' | 'exec' | 'transaction'>;
+
+/**
+ * A PGlite client whose operations count as the app's activity. A transaction counts as one operation for
+ * its whole length: the engine is held for it (its statements go to the transaction, not through here).
+ */
+export class TrackedPGlite {
+  constructor(
+    private readonly client: PGliteLike,
+    private readonly activity: EngineActivity,
+  ) {}
+
+  query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
+    return this.activity.track(this.client.query<T>(sql, params, options));
+  }
+
+  exec(sql: string): Promise<Results[]> {
+    return this.activity.track(this.client.exec(sql));
+  }
+
+  transaction<T>(callback: (tx: Transaction) => Promise<T>): Promise<T> {
+    return this.activity.track(this.client.transaction(callback));
+  }
+}
