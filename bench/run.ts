@@ -203,17 +203,31 @@ try {
         if (first.status !== 200) throw new Error(`search-content: ${first.status} ${await first.text()}`);
         await first.arrayBuffer();
         record({ scenario: `search-content, ${chunks} chunks in scope, first search (indexes read into memory)`, metric: 'latency', value: Math.round(performance.now() - started), unit: 'ms' });
-        const r = await load(`${base}/api/user/files/search-content`, {
-          method: 'POST',
-          headers: { ...auth(world), 'content-type': 'application/json' },
-          body,
-          // a count of requests, not a duration: a slow search must be measured, not cut off with nothing completed
-          amount: 40,
-          connections: 2,
-          timeout: 300,
-        });
-        if (r.non2xx > 0 || r.errors > 0 || r.completed < 40) throw new Error(`search-content: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.completed} of 40 completed`);
-        record({ scenario: `search-content, ${chunks} chunks in scope`, metric: 'p95 (p97.5)', value: r.p95, unit: 'ms', target: '≤ 30 ms', met: r.p95 <= 30, note: `p50 ${r.p50} ms, 40 requests, 2 connections` });
+        const searches = () =>
+          load(`${base}/api/user/files/search-content`, {
+            method: 'POST',
+            headers: { ...auth(world), 'content-type': 'application/json' },
+            body,
+            // a count of requests, not a duration: a slow search must be measured, not cut off with nothing completed
+            amount: 40,
+            connections: 2,
+            timeout: 300,
+          });
+        const checked = (r: Load) => {
+          if (r.non2xx > 0 || r.errors > 0 || r.completed < 40) throw new Error(`search-content: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.completed} of 40 completed`);
+          return r;
+        };
+        // right after the ingestion the background drain is still moving the new vectors under the HNSW index
+        // (search/vector-drain.ts): searches compare the staged ones exactly meanwhile, and the drain's
+        // statements share the embedded engine with theirs (giving way to them)
+        const staged = await stagedVectors();
+        if (staged > 0) {
+          const during = checked(await searches());
+          record({ scenario: `search-content, ${chunks} chunks in scope, while the drain moves ${staged} staged vectors`, metric: 'p95 (p97.5)', value: during.p95, unit: 'ms', note: `p50 ${during.p50} ms, 40 requests, 2 connections` });
+        }
+        const drained = await waitForDrain();
+        const r = checked(await searches());
+        record({ scenario: `search-content, ${chunks} chunks in scope`, metric: 'p95 (p97.5)', value: r.p95, unit: 'ms', target: '≤ 30 ms', met: r.p95 <= 30, note: `p50 ${r.p50} ms, 40 requests, 2 connections; ${drained}` });
       }
       if (!opts.full) skip('search-content, 100k chunks', 'needs --full (ingests 100k chunks first)');
     }
@@ -244,7 +258,19 @@ try {
         const overhead = r.p50 - stubDirect.p50;
         record({ scenario: `Q&A ${label}`, metric: 'overhead p50', value: overhead, unit: 'ms', target: `≤ ${limit} ms`, met: overhead <= limit, note: `p50 ${r.p50} ms − stub p50 ${stubDirect.p50} ms; not streamed` });
       }
-      skip('Q&A streamed over Socket.IO', 'not measured yet: add a socket.io-client run once the stream contract is on main');
+      // the pipeline's own overhead (end to end minus the time inside the provider) and the stream over
+      // Socket.IO, as bench/qanda.ts measures them: its own process, the app on an in-memory PGlite
+      const out = await runProcess(['bench/qanda.ts', '100', '0'], {});
+      const p50Of = (label: RegExp) => Number(label.exec(out)?.[1]);
+      for (const [label, re, limit] of [
+        ['without retrieval', /pipeline overhead, no retrieval \(ragIgnore\):\s+p50 ([\d.]+) ms/, 15],
+        ['with retrieval', /pipeline overhead, with retrieval \(lexical\):\s+p50 ([\d.]+) ms/, 40],
+      ] as const) {
+        const value = p50Of(re);
+        record({ scenario: `Q&A pipeline ${label} (bench/qanda.ts)`, metric: 'overhead p50', value, unit: 'ms', target: `≤ ${limit} ms`, met: value <= limit, note: 'end to end minus the time inside the provider, 100 sequential requests, streamed to a socket.io-client' });
+      }
+      const firstToken = p50Of(/upstream first token -> first RECEIVE_STREAM:\s+p50 ([\d.]+) ms/);
+      record({ scenario: 'Q&A streamed over Socket.IO (bench/qanda.ts)', metric: "upstream's first token → client's first RECEIVE_STREAM, p50", value: firstToken, unit: 'ms' });
     }
   }
 
@@ -316,15 +342,9 @@ try {
     }
     // then the background move of the staged vectors under the HNSW index (search/vector-drain.ts), as /metrics reports it
     const drainStarted = performance.now();
-    let staged = Number.NaN;
-    for (;;) {
-      const metrics = await (await fetch(`${base}/metrics`)).text();
-      staged = Number(/^search_vectors_staged (\d+)/m.exec(metrics)?.[1] ?? Number.NaN);
-      if (!(staged > 0) || performance.now() - drainStarted > 600_000) break;
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    const drained = await waitForDrain();
     const drainSeconds = (performance.now() - drainStarted) / 1000;
-    record({ scenario: 'staged vectors moved under the HNSW index after the ingestion (background)', metric: 's', value: drainSeconds, unit: 's', note: staged === 0 ? `${chunkCount} vectors, ${(chunkCount / drainSeconds).toFixed(0)} a second` : `not finished: ${staged} still staged` });
+    record({ scenario: 'staged vectors moved under the HNSW index after the ingestion (background)', metric: 's', value: drainSeconds, unit: 's', note: drained.startsWith('all') ? `${chunkCount} vectors, ${(chunkCount / drainSeconds).toFixed(0)} a second` : drained });
   }
 
   // ───── start-up on an existing data directory ─────
@@ -399,6 +419,23 @@ async function seedMemory(w: BenchWorld): Promise<number> {
   }
   const listed = await api(base, 'GET', '/api/user/memory', { token: w.userToken });
   return Array.isArray(listed?.data) ? listed.data.length : 0;
+}
+
+/** Vectors staged by ingestion and not yet under the HNSW index, as /metrics reports them. */
+async function stagedVectors(): Promise<number> {
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  return Number(/^search_vectors_staged (\d+)/m.exec(metrics)?.[1] ?? Number.NaN);
+}
+
+/** Waits (at most 10 minutes) until no vector is staged; says how it ended. */
+async function waitForDrain(): Promise<string> {
+  const started = performance.now();
+  let staged = await stagedVectors();
+  while (staged > 0 && performance.now() - started < 600_000) {
+    await new Promise((r) => setTimeout(r, 250));
+    staged = await stagedVectors();
+  }
+  return staged === 0 ? `all staged vectors under the index (waited ${((performance.now() - started) / 1000).toFixed(1)} s)` : `not finished: ${staged} still staged`;
 }
 
 /** Uploads corpus files into the user's scope until at least `target` chunks exist; returns the count. */
