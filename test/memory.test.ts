@@ -5,7 +5,7 @@ import { eq } from 'drizzle-orm';
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import { memoryParams } from '../src/db/schema.js';
 import { newId } from '../src/shared/ids.js';
-import { MemoryCache } from '../src/modules/memory/memory.cache.js';
+import { AnswerMemo, MemoryCache } from '../src/modules/memory/memory.cache.js';
 import { USER_MEMORY_LIMIT, type MemoryWithInstitution } from '../src/modules/memory/memory.repository.js';
 import { mergeNewestFirst, newestFirst } from '../src/modules/memory/memory.service.js';
 import { MemoryListResponse } from '../src/modules/memory/memory.schemas.js';
@@ -469,6 +469,39 @@ test('memory cache: a list is read again after maxAgeMs even without an invalida
   await cache.personalOf('u1', load);
   assert.equal(loads, 2);
   cache.close();
+});
+
+test('memory answers: one per session, made of the same objects or not at all, bounded by entries and bytes', () => {
+  const memo = new AnswerMemo<object>({ maxEntries: 3, maxBytes: 100, maxAnswerBytes: 60 });
+  const user = {};
+  const [a, b] = [rows(2), rows(1)];
+  const answer = (key: object, bytes: number, parts = [a, b]) => ({ key, user, parts, body: Buffer.alloc(bytes) });
+  const s1 = {};
+  memo.set(answer(s1, 10));
+  assert.equal(memo.get(s1, user, [a, b])?.length, 10);
+  // another user row, another list, a list more or less: not this answer
+  assert.equal(memo.get(s1, {}, [a, b]), undefined);
+  assert.equal(memo.get(s1, user, [a, rows(1)]), undefined);
+  assert.equal(memo.get(s1, user, [a]), undefined);
+  assert.equal(memo.get({}, user, [a, b]), undefined);
+  // a session's new answer replaces its old one
+  memo.set(answer(s1, 20));
+  assert.deepEqual(memo.size, { entries: 1, bytes: 20 });
+  // entries: the oldest goes first
+  const [s2, s3, s4] = [{}, {}, {}];
+  for (const s of [s2, s3, s4]) memo.set(answer(s, 10));
+  assert.deepEqual(memo.size, { entries: 3, bytes: 30 });
+  assert.equal(memo.get(s1, user, [a, b]), undefined);
+  // bytes: 30 + 50 + 50 > 100, so the oldest go until it fits
+  memo.set(answer({}, 50));
+  memo.set(answer({}, 50));
+  assert.deepEqual(memo.size, { entries: 2, bytes: 100 });
+  // an answer over maxAnswerBytes is not kept, and takes the session's older one with it
+  const big = {};
+  memo.set(answer(big, 10));
+  memo.set(answer(big, 61));
+  assert.equal(memo.get(big, user, [a, b]), undefined);
+  assert.ok(memo.size.bytes <= 100 && memo.size.entries <= 3);
 });
 
 test('merging the lists of GET /api/user/memory gives the order of sorting them, limit included', () => {

@@ -121,3 +121,66 @@ export class MemoryCache {
 
 /** What an entry counts against the bound: its rows, and an empty list one (so that empty lists are bounded too). */
 const weight = (rows: Rows): number => Math.max(1, rows.length);
+
+/** What an answer of GET /api/user/memory was made of (AnswerMemo). */
+export interface MemoizedAnswer<K extends object> {
+  /** The caller's user row (who it is, its global role), as the session cache holds it. */
+  user: object;
+  /** The cached lists the answer was made of, in order. */
+  parts: readonly Rows[];
+  body: Buffer;
+  key: K;
+}
+
+/**
+ * The last answer of GET /api/user/memory per session, keyed by the session's memberships map. An answer is
+ * a function of the caller's user row and memberships (editable, isAuthor) and of the cached lists it was
+ * made of. The session cache (identity/auth-cache.ts) keeps one user row and one memberships map per
+ * session until an invalidation replaces them, and MemoryCache replaces a list instead of changing it:
+ * while the three are the same objects, the answer is the same bytes. Bounded by entries and by bytes (the
+ * oldest answer goes first); an answer over `maxAnswerBytes` is not kept.
+ */
+export class AnswerMemo<K extends object> {
+  private readonly answers = new Map<K, MemoizedAnswer<K>>();
+  private bytes = 0;
+  private readonly maxEntries: number;
+  private readonly maxBytes: number;
+  private readonly maxAnswerBytes: number;
+
+  constructor(options: { maxEntries?: number; maxBytes?: number; maxAnswerBytes?: number } = {}) {
+    this.maxEntries = options.maxEntries ?? 10_000;
+    this.maxBytes = options.maxBytes ?? 32 * 1024 * 1024;
+    this.maxAnswerBytes = options.maxAnswerBytes ?? 1024 * 1024;
+  }
+
+  /** The answer kept for this session, if it was made of these very objects. */
+  get(key: K, user: object, parts: readonly Rows[]): Buffer | undefined {
+    const memo = this.answers.get(key);
+    if (!memo || memo.user !== user || memo.parts.length !== parts.length) return undefined;
+    for (let i = 0; i < parts.length; i++) if (memo.parts[i] !== parts[i]) return undefined;
+    return memo.body;
+  }
+
+  set(answer: MemoizedAnswer<K>): void {
+    this.remove(answer.key);
+    if (answer.body.length > this.maxAnswerBytes) return;
+    this.answers.set(answer.key, answer);
+    this.bytes += answer.body.length;
+    while (this.answers.size > this.maxEntries || this.bytes > this.maxBytes) {
+      const oldest = this.answers.keys().next().value;
+      if (oldest === undefined) break;
+      this.remove(oldest);
+    }
+  }
+
+  get size(): { entries: number; bytes: number } {
+    return { entries: this.answers.size, bytes: this.bytes };
+  }
+
+  private remove(key: K): void {
+    const held = this.answers.get(key);
+    if (!held) return;
+    this.bytes -= held.body.length;
+    this.answers.delete(key);
+  }
+}

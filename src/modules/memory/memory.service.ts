@@ -17,7 +17,7 @@ import {
   MEMORY_READ,
   sharedPlacement,
 } from './memory.policy.js';
-import { MemoryCache } from './memory.cache.js';
+import { AnswerMemo, MemoryCache } from './memory.cache.js';
 import { presentMemory, presentMemoryInstitution, presentMemoryJson } from './memory.presenters.js';
 import * as repo from './memory.repository.js';
 import type { BulkDeleteInput, CreateMemoryInput, UpdateMemoryInput } from './memory.schemas.js';
@@ -69,13 +69,6 @@ export function mergeNewestFirst(parts: readonly Rows[]): Rows {
   }
   const rows = runs[0]!;
   return rows.length > repo.USER_MEMORY_LIMIT ? rows.slice(0, repo.USER_MEMORY_LIMIT) : rows;
-}
-
-/** Whether two lists of cached lists are the same lists (by identity), in the same order. */
-function sameParts(a: readonly Rows[], b: readonly Rows[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
 
 export class MemoryService {
@@ -131,8 +124,8 @@ export class MemoryService {
   async listJson(auth: AuthContext): Promise<Buffer> {
     const got = this.visibleParts(auth);
     const parts = got instanceof Promise ? await got : got;
-    const memo = this.answers.get(auth.memberships);
-    if (memo && memo.user === auth.user && sameParts(memo.parts, parts)) return memo.body;
+    const kept = this.answers.get(auth.memberships, auth.user, parts);
+    if (kept) return kept;
     const rows = mergeNewestFirst(parts);
     let json = '{"success":true,"data":[';
     for (let i = 0; i < rows.length; i++) {
@@ -141,19 +134,12 @@ export class MemoryService {
       json += presentMemoryJson(row, { editable: canEdit(auth, row), isAuthor: isAuthor(auth, row) });
     }
     const body = Buffer.from(json + ']}');
-    this.answers.set(auth.memberships, { user: auth.user, parts, body });
+    this.answers.set({ key: auth.memberships, user: auth.user, parts, body });
     return body;
   }
 
-  /**
-   * The last answer of each cached session, keyed by its memberships map. An answer is a function of the
-   * caller's user row and memberships (who it is, its roles: editable, isAuthor) and of the cached lists
-   * it was made of. The session cache (identity/auth-cache.ts) keeps one user row and one memberships map
-   * per session until an invalidation replaces them, and the memory cache replaces a list instead of
-   * changing it: while the three are the same objects, the answer is the same bytes. Weak: an answer
-   * goes with its session's cache entry.
-   */
-  private readonly answers = new WeakMap<AuthContext['memberships'], { user: AuthContext['user']; parts: readonly Rows[]; body: Buffer }>();
+  /** The last answer of each session while it stands (AnswerMemo). */
+  private readonly answers = new AnswerMemo<AuthContext['memberships']>();
 
   async create(auth: AuthContext, input: CreateMemoryInput) {
     const shared = input.shared === true;
