@@ -14,12 +14,13 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { AppConfig } from './config.js';
 import type { AppContext, Providers } from './context.js';
+import { BACKGROUND_GIVE_WAY } from './db/activity.js';
 import { databaseOptionsFor, openDatabase, type Database } from './db/client.js';
 import type { EarlyPglite } from './db/early.js';
 import { registerErrorHandling } from './http/errors.plugin.js';
 import type { Registry } from 'prom-client';
 import { registerMetrics } from './http/metrics.plugin.js';
-import { DEFAULT_VECTOR_DRAIN, VECTOR_DRAIN_GIVE_WAY, VECTOR_DRAIN_LOCK_TIMEOUT_MS, VectorDrain } from './modules/search/vector-drain.js';
+import { DEFAULT_VECTOR_DRAIN, VECTOR_DRAIN_LOCK_TIMEOUT_MS, VectorDrain } from './modules/search/vector-drain.js';
 import type { App } from './http/types.js';
 import { healthRoutes } from './modules/health/health.routes.js';
 import { identityRoutes } from './modules/identity/identity.routes.js';
@@ -180,7 +181,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     // on the embedded engine the drain's statements are not the app's activity: they give way to it
     vectorDrain: new VectorDrain(database.background?.db ?? database.db, app.log, {
       ...DEFAULT_VECTOR_DRAIN,
-      ...(database.background ? { giveWay: { activity: database.background.activity, ...VECTOR_DRAIN_GIVE_WAY } } : {}),
+      ...(database.background ? { giveWay: { activity: database.background.activity, ...BACKGROUND_GIVE_WAY } } : {}),
       ...(database.kind === 'pglite' ? { vacuum: true } : { vacuum: false, lockTimeoutMs: VECTOR_DRAIN_LOCK_TIMEOUT_MS }),
     }),
   };

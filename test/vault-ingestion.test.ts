@@ -227,6 +227,41 @@ describe('vault ingestion: every format through HTTP and the real pipeline', () 
     }
   });
 
+  test("a large file's writes ahead of its activation give way to requests: while the app uses the database, one batch every 250 ms at most", async () => {
+    const background = t.database.background!;
+    // the app holds the database for the whole ingestion (an operation in flight until released)
+    let endBusy!: () => void;
+    const busy = background.activity.track(new Promise<void>((resolve) => (endBusy = resolve)));
+    try {
+      const paragraphs = Array.from({ length: 6000 }, (_, i) => `Entry ${i}: the tokay gecko ${i} climbs glass on its setae, ${i * 3} of them per toe.`);
+      const created = await uploadOk(t.app, token, { name: 'gecko.txt', type: 'text/plain', content: paragraphs.join('\n\n') });
+      // watched through the background handle, each change of the count with when it was seen
+      const seen: Array<{ at: number; n: number }> = [];
+      for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
+        const [row] = await rowsOf<{ n: number; status: string }>(
+          background.db,
+          sql`select (select count(*)::int from chunks where upload_id = ${created._id}) as n, (select status from uploads where id = ${created._id}) as status`,
+        );
+        if (row!.n !== (seen.at(-1)?.n ?? 0)) seen.push({ at: performance.now(), n: row!.n });
+        if (row!.status !== 'processing') break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const done = await waitForIngestion(t.app, token, created._id, 60_000);
+      assert.equal(done.status, 'active', done.error_message);
+      // the writes ahead: every count but the last (the tail is written with the activation)
+      const ahead = seen.slice(0, -1);
+      assert.ok(ahead.length >= 4, `staged batches seen: ${JSON.stringify(seen.map((s) => s.n))}`);
+      for (let i = 1; i < ahead.length; i++) {
+        assert.ok(ahead[i]!.n - ahead[i - 1]!.n <= 50, `one batch of 50 at a time: ${JSON.stringify(seen.map((s) => s.n))}`);
+        // each batch waited 250 ms for the busy app (polling every 10 ms sees it a little late or early)
+        assert.ok(ahead[i]!.at - ahead[i - 1]!.at >= 150, `batches ${Math.round(ahead[i]!.at - ahead[i - 1]!.at)} ms apart`);
+      }
+    } finally {
+      endBusy();
+      await busy;
+    }
+  });
+
   test('a file deleted before its job runs is skipped: stays deleted, no chunks', async () => {
     // hold the queue: the probe fails, so the job is retried later while we delete the file
     probe.failures = 1;

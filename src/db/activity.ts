@@ -24,6 +24,36 @@ export class EngineActivity {
   }
 }
 
+/** How long the app must have left the engine alone (quietMs), and the longest wait for that (maxWaitMs). */
+export interface GiveWay {
+  quietMs: number;
+  maxWaitMs: number;
+}
+
+/**
+ * How background work gives way to requests on the embedded engine: a search runs a few statements with up
+ * to ~20 ms of scoring between them, so 25 ms without a statement means no request is between two of its
+ * own; under a steady load the work still goes on every 250 ms.
+ */
+export const BACKGROUND_GIVE_WAY: GiveWay = { quietMs: 25, maxWaitMs: 250 };
+
+/** Waits until the app has left the engine alone for `quietMs`, or `maxWaitMs` have passed, or `stop()` says so. */
+export async function waitForQuiet(
+  activity: EngineActivity,
+  giveWay: GiveWay,
+  sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  stop: () => boolean = () => false,
+): Promise<void> {
+  const started = performance.now();
+  for (;;) {
+    const now = performance.now();
+    const quiet = activity.quietFor(now);
+    const waited = now - started;
+    if (quiet >= giveWay.quietMs || waited >= giveWay.maxWaitMs || stop()) return;
+    await sleep(Math.max(1, Math.min(giveWay.quietMs - quiet, giveWay.maxWaitMs - waited)));
+  }
+}
+
 /** What drizzle's PGlite driver calls on its client (PGlite, or RemotePGlite for the worker thread, which implements as much). */
 export type PGliteLike = Pick<PGlite, 'query' | 'exec' | 'transaction'>;
 

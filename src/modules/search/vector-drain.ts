@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
-import type { EngineActivity } from '../../db/activity.js';
+import { waitForQuiet, type EngineActivity, type GiveWay } from '../../db/activity.js';
 import type { Db } from '../../db/client.js';
 import { isLockConflict, sqlState } from '../../db/errors.js';
 import { Sleeper } from '../../shared/sleeper.js';
@@ -18,7 +18,7 @@ export interface VectorDrainOptions {
    * load it still moves a batch that often). Without it (PostgreSQL runs statements side by side) the
    * drain moves batch after batch.
    */
-  giveWay?: { activity: EngineActivity; quietMs: number; maxWaitMs: number };
+  giveWay?: GiveWay & { activity: EngineActivity };
   /** How long to wait when nothing is staged (another node's ingestion may stage some). */
   idleMs: number;
   /**
@@ -40,12 +40,6 @@ export interface VectorDrainOptions {
 }
 
 export const DEFAULT_VECTOR_DRAIN: Omit<VectorDrainOptions, 'vacuum' | 'lockTimeoutMs' | 'giveWay'> = { batch: 2, idleMs: 1000, backlogCap: 20_000 };
-/**
- * How the drain gives way to the app on the embedded engine (VectorDrainOptions.giveWay): a search runs a few
- * statements with up to ~20 ms of scoring between them, so 25 ms without a statement means no request is
- * between two of its own; under a steady load a batch still goes every 250 ms.
- */
-export const VECTOR_DRAIN_GIVE_WAY = { quietMs: 25, maxWaitMs: 250 };
 /** PostgreSQL's bound on a move's wait for a table lock (VectorDrainOptions.lockTimeoutMs). */
 export const VECTOR_DRAIN_LOCK_TIMEOUT_MS = 1000;
 
@@ -118,19 +112,19 @@ export class VectorDrain {
     return this.backlog < this.options.backlogCap;
   }
 
-  /** Waits until the app has left the engine alone for quietMs, or maxWaitMs have passed (see VectorDrainOptions.giveWay). */
+  /** Waits until the app has left the engine alone (VectorDrainOptions.giveWay). */
   private async giveWay(): Promise<void> {
     const giveWay = this.options.giveWay;
     if (!giveWay) return;
-    const started = performance.now();
-    for (;;) {
-      const now = performance.now();
-      const quiet = giveWay.activity.quietFor(now);
-      const waited = now - started;
-      if (quiet >= giveWay.quietMs || waited >= giveWay.maxWaitMs || !this.running) return;
-      this.yielded++;
-      await this.sleep(Math.max(1, Math.min(giveWay.quietMs - quiet, giveWay.maxWaitMs - waited)));
-    }
+    await waitForQuiet(
+      giveWay.activity,
+      giveWay,
+      (ms) => {
+        this.yielded++;
+        return this.sleep(ms);
+      },
+      () => !this.running,
+    );
   }
 
   private async run(): Promise<void> {

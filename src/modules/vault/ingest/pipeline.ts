@@ -65,6 +65,12 @@ export interface IngestDeps {
   singleConnection?: boolean;
   /** Asks the background move of staged vectors into the HNSW index to wait while this writes (search/vector-drain.ts). */
   holdVectorDrain?: () => () => void;
+  /**
+   * The embedded engine, which runs one statement at a time for the whole app: a large file's writes ahead
+   * of its activation (and their progress) go through this handle, not counted as the app's activity, and
+   * each first waits for the requests using the engine (db/activity.ts waitForQuiet).
+   */
+  background?: { db: Db; giveWay: () => Promise<void> };
 }
 
 export interface IngestOptions {
@@ -122,9 +128,9 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
     timings[name] = Math.round(now - t);
     t = now;
   };
-  const progress = async (next: string, pct: number) => {
+  const progress = async (next: string, pct: number, on: Db = db) => {
     stage = next;
-    if (!(await setIngestProgress(db, uploadId, next, Math.round(pct), clock.now()))) throw new SkipIngest(`upload left processing during ${next}`);
+    if (!(await setIngestProgress(on, uploadId, next, Math.round(pct), clock.now()))) throw new SkipIngest(`upload left processing during ${next}`);
   };
   let stagedWrites = false;
   let releaseDrain: (() => void) | undefined;
@@ -217,20 +223,26 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
     let tail = rows;
     if (staged) {
       stagedWrites = true;
-      await deleteChunksOf(db, uploadId);
+      // each statement ahead waits for the requests using the engine first (the statement in flight when a
+      // request arrives still finishes first: STAGED_BATCH_ROWS bounds it)
+      const ahead = deps.background?.db ?? db;
+      const giveWay = async () => {
+        checkAbort();
+        await yieldToEventLoop();
+        await deps.background?.giveWay();
+        checkAbort();
+      };
+      await deleteChunksOf(ahead, uploadId);
       const cut = rows.length - STAGED_BATCH_ROWS;
       for (let i = 0; i < cut; i += STAGED_BATCH_ROWS) {
-        checkAbort();
+        await giveWay();
         const end = Math.min(cut, i + STAGED_BATCH_ROWS);
-        await writeIndexedChunks(db, uploadId, rows.slice(i, end), clock.now());
-        await yieldToEventLoop();
-        await progress('indexing', 90 + (9 * end) / rows.length);
+        await writeIndexedChunks(ahead, uploadId, rows.slice(i, end), clock.now());
+        await progress('indexing', 90 + (9 * end) / rows.length, ahead);
       }
       // the file's entities and edges (computed in the sandbox), also ahead and in short statements
-      await writeUploadGraph(db, uploadId, doc.graph, async () => {
-        checkAbort();
-        await yieldToEventLoop();
-      });
+      await giveWay();
+      await writeUploadGraph(ahead, uploadId, doc.graph, giveWay);
       tail = rows.slice(cut);
     }
     const activated = await db.transaction(async (tx) => {

@@ -3,6 +3,7 @@ import type { App } from '../../../http/types.js';
 import { Worker } from '../../../platform/jobs.js';
 import { createBlobStorage } from '../../../providers/storage/index.js';
 import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './formats.js';
+import { BACKGROUND_GIVE_WAY, waitForQuiet } from '../../../db/activity.js';
 import { INGEST_QUEUE, ingestGiveUp, ingestJobHandler, type IngestDeps } from './pipeline.js';
 import { checkEmbedder } from './reembed.js';
 import { IngestSandbox } from './sandbox.js';
@@ -17,6 +18,8 @@ export function registerIngestion(app: App, ctx: AppContext): void {
   const { config } = ctx;
   const storage = createBlobStorage(config);
   const limits: ExtractLimits = { ...DEFAULT_EXTRACT_LIMITS, maxInflatedBytes: config.ingest.maxInflatedBytes, maxCompressionRatio: config.ingest.maxCompressionRatio };
+  // the embedded engine: a large file's writes ahead of its activation give way to requests
+  const background = ctx.database.background;
   const depsWith = (sandbox: IngestSandbox): IngestDeps => ({
     db: ctx.db,
     storage,
@@ -28,6 +31,7 @@ export function registerIngestion(app: App, ctx: AppContext): void {
     log: ctx.log,
     singleConnection: ctx.database.kind === 'pglite',
     holdVectorDrain: () => ctx.vectorDrain.hold(),
+    ...(background ? { background: { db: background.db, giveWay: () => waitForQuiet(background.activity, BACKGROUND_GIVE_WAY) } } : {}),
   });
   const workers: Worker[] = [];
   const sandboxes: IngestSandbox[] = [];
