@@ -176,6 +176,17 @@ test('BM25 top k of weighted, expanded queries over 400 chunks in 8 files equals
   assert.ok(scored < matched * 0.6, `${scored} of ${matched} matching chunks scored`);
 });
 
+test("a scope's entities and edges read in pages give the same segments as read in one", async () => {
+  const scope = await scopeOf(uploads);
+  const whole = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, scope);
+  // pages of 3 rows: page boundaries inside an upload and between two
+  const paged = await new SegmentCache(64 * 1024 * 1024, { graphPageRows: 3 }).segmentsOf(database.db, scope);
+  assert.ok(whole.reduce((n, s) => n + s.names.length, 0) > 3 * uploads.length, 'several pages for each upload');
+  assert.ok(whole.reduce((n, s) => n + s.edges.length, 0) > 6 * uploads.length);
+  const graphOf = (s: (typeof whole)[number]) => ({ names: s.names, kinds: [...s.kinds], nameStart: [...s.nameStart], mentions: [...s.mentions], edgeStart: [...s.edgeStart], edges: [...s.edges] });
+  assert.deepEqual(paged.map(graphOf), whole.map(graphOf));
+});
+
 test('websearch filters (-exclusions, or) evaluated on the copies match what Postgres matches; phrases are left to Postgres', async () => {
   const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, await scopeOf(uploads));
   const cases: Array<[string, 'copies' | 'postgres']> = [

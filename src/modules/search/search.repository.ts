@@ -326,24 +326,37 @@ export async function chunkIndexPage(
   return rows.map((r) => ({ id: r.id, uploadId: r.upload_id, index: Number(r.chunk_index), lexLen: Number(r.lex_len), tsv: r.tsv ?? '', mentions: r.mentions }));
 }
 
-/** Each upload's entities as JSON text `[[name, kind], …]`. */
-export async function entitiesOf(db: DbOrTx, uploadIds: readonly string[]): Promise<Array<{ uploadId: string; entities: string }>> {
-  const rows = await rowsOf<{ upload_id: string; entities: string }>(
+/**
+ * A page of the uploads' entities in (upload, name) order after `after`: `[upload, name, kind]` each (sent as
+ * one JSON text). Read in pages so that no one answer is a string of megabytes parsed in one go on the
+ * request loop (a 10 MB file has ~70,000 entities).
+ */
+export async function entityPage(db: DbOrTx, uploadIds: readonly string[], after: { uploadId: string; name: string }, limit: number): Promise<Array<[string, string, string]>> {
+  const [row] = await rowsOf<{ page: string | null }>(
     db,
-    sql`select upload_id, json_agg(json_build_array(name, kind))::text as entities from kg_entities
-         where upload_id = any(${textArray(uploadIds)}::text[]) group by upload_id`,
+    sql`select json_agg(json_build_array(p.upload_id, p.name, p.kind))::text as page from (
+          select upload_id, name, kind from kg_entities
+           where upload_id = any(${textArray(uploadIds)}::text[]) and (upload_id, name) > (${after.uploadId}, ${after.name})
+           order by upload_id, name limit ${limit}) p`,
   );
-  return rows.map((r) => ({ uploadId: r.upload_id, entities: r.entities }));
+  return row?.page ? (JSON.parse(row.page) as Array<[string, string, string]>) : [];
 }
 
-/** Each upload's co-occurrence edges as JSON text `[[a, b, weight], …]`. */
-export async function edgesOf(db: DbOrTx, uploadIds: readonly string[]): Promise<Array<{ uploadId: string; edges: string }>> {
-  const rows = await rowsOf<{ upload_id: string; edges: string }>(
+/** A page of the uploads' co-occurrence edges in (upload, a, b) order after `after`: `[upload, a, b, weight]` each (as entityPage). */
+export async function edgePage(
+  db: DbOrTx,
+  uploadIds: readonly string[],
+  after: { uploadId: string; a: string; b: string },
+  limit: number,
+): Promise<Array<[string, string, string, number]>> {
+  const [row] = await rowsOf<{ page: string | null }>(
     db,
-    sql`select upload_id, json_agg(json_build_array(a, b, weight))::text as edges from kg_edges
-         where upload_id = any(${textArray(uploadIds)}::text[]) group by upload_id`,
+    sql`select json_agg(json_build_array(p.upload_id, p.a, p.b, p.weight))::text as page from (
+          select upload_id, a, b, weight from kg_edges
+           where upload_id = any(${textArray(uploadIds)}::text[]) and (upload_id, a, b) > (${after.uploadId}, ${after.a}, ${after.b})
+           order by upload_id, a, b limit ${limit}) p`,
   );
-  return rows.map((r) => ({ uploadId: r.upload_id, edges: r.edges }));
+  return row?.page ? (JSON.parse(row.page) as Array<[string, string, string, number]>) : [];
 }
 
 /** websearch_to_tsquery of a query in its text form (quoted phrases, -exclusions, or). */

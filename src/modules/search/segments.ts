@@ -77,6 +77,10 @@ const ordOf = (packed: number) => packed >>> COUNT_SHIFT;
 const countOf = (packed: number) => packed & MAX_COUNT;
 
 const PAGE_CHUNKS = 500;
+/** Entity and edge rows read per statement (about 0.5 MB of JSON; a 10 MB file has ~70,000 entities and ~180,000 edges). */
+const GRAPH_PAGE_ROWS = 10_000;
+/** The longest a segment's reading or building runs on the request loop before it yields. */
+const SLICE_MS = 8;
 /** Uploads read together when a scope's copies are missing. */
 const BATCH_CHUNKS = 2_000;
 const BATCH_UPLOADS = 500;
@@ -203,8 +207,19 @@ interface Building {
   mentions: Map<string, number[]>;
 }
 
-function build(uploadId: string, version: number, x: Building, entities: Array<[string, string]>, edgeRows: Array<[string, string, number]>): Segment {
+/**
+ * Turns what was read of an upload into its segment. For a large file this is ~100 ms of work: it yields to
+ * the event loop whenever a slice has run SLICE_MS (checked every few hundred iterations of its loops).
+ */
+async function build(uploadId: string, version: number, x: Building, entities: Array<[string, string]>, edgeRows: Array<[string, string, number]>): Promise<Segment> {
+  let sliceStart = performance.now();
+  const slice = async () => {
+    if (performance.now() - sliceStart < SLICE_MS) return;
+    await yieldToLoop();
+    sliceStart = performance.now();
+  };
   const p = compact(x.postings);
+  await slice();
   // the forward index (relevance feedback reads the terms of a few chunks)
   const docStart = new Uint32Array(x.ids.length + 1);
   for (const v of p.values) docStart[ordOf(v) + 1]!++;
@@ -216,6 +231,7 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
       const ord = ordOf(p.values[i]!);
       docTerms[fill[ord]!++] = pack(t, countOf(p.values[i]!));
     }
+    if ((t & 255) === 255) await slice();
   }
   const lens = Uint32Array.from(x.lens);
   const termMaxTf = new Uint16Array(p.keys.length);
@@ -229,25 +245,32 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
     }
     termMaxTf[t] = maxTf;
     termMinLen[t] = minLen;
+    if ((t & 1023) === 1023) await slice();
   }
+  await slice();
   // every name of the upload's entities, also one without mentions left
   for (const [name] of entities) if (!x.mentions.has(name)) x.mentions.set(name, []);
   const m = compact(x.mentions);
+  await slice();
   const nameTable = keyTable(m.keys);
   const nameAt = (name: string) => lookup(m.keys, nameTable, name, hashKey(name));
   const kinds = new Uint8Array(m.keys.length);
-  for (const [name, kind] of entities) {
+  for (const [n, [name, kind]] of entities.entries()) {
     const i = nameAt(name);
     if (i >= 0) kinds[i] = kindCode(kind);
+    if ((n & 4095) === 4095) await slice();
   }
   const adjacency: number[][] = m.keys.map(() => []);
-  for (const [a, b, w] of edgeRows) {
+  for (const [n, [a, b, w]] of edgeRows.entries()) {
     const i = nameAt(a);
     const j = nameAt(b);
-    if (i < 0 || j < 0) continue;
-    adjacency[i]!.push(j, w);
-    adjacency[j]!.push(i, w);
+    if (i >= 0 && j >= 0) {
+      adjacency[i]!.push(j, w);
+      adjacency[j]!.push(i, w);
+    }
+    if ((n & 4095) === 4095) await slice();
   }
+  await slice();
   const edgeStart = new Uint32Array(m.keys.length + 1);
   let total = 0;
   for (const [i, list] of adjacency.entries()) {
@@ -294,12 +317,17 @@ function build(uploadId: string, version: number, x: Building, entities: Array<[
  * and mentions aggregated per chunk in SQL), then entities and edges aggregated per upload, yielding to
  * the event loop between statements. Many small uploads cost a few statements, not a few each.
  */
-async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>): Promise<Segment[]> {
+async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, graphPageRows = GRAPH_PAGE_ROWS): Promise<Segment[]> {
   const ids = [...uploads.keys()];
   const b = new Map<string, Building>(ids.map((id) => [id, { ids: [], lens: [], postings: new Map(), mentions: new Map() }]));
   for (let after = { uploadId: '', index: -1 }; ; ) {
     const rows = await repo.chunkIndexPage(db, ids, after, PAGE_CHUNKS);
-    for (const r of rows) {
+    let sliceStart = performance.now();
+    for (const [n, r] of rows.entries()) {
+      if ((n & 63) === 63 && performance.now() - sliceStart >= SLICE_MS) {
+        await yieldToLoop();
+        sliceStart = performance.now();
+      }
       const x = b.get(r.uploadId)!;
       const ord = x.ids.length;
       x.ids.push(r.id);
@@ -311,20 +339,33 @@ async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>): P
     after = rows[rows.length - 1]!;
     await yieldToLoop();
   }
-  const entities = new Map((await repo.entitiesOf(db, ids)).map((r) => [r.uploadId, r.entities]));
-  await yieldToLoop();
-  const edges = new Map((await repo.edgesOf(db, ids)).map((r) => [r.uploadId, r.edges]));
+  const entities = new Map<string, Array<[string, string]>>(ids.map((id) => [id, []]));
+  for (let after = { uploadId: '', name: '' }; ; ) {
+    await yieldToLoop();
+    const page = await repo.entityPage(db, ids, after, graphPageRows);
+    for (const [uploadId, name, kind] of page) entities.get(uploadId)!.push([name, kind]);
+    if (page.length < graphPageRows) break;
+    const last = page[page.length - 1]!;
+    after = { uploadId: last[0], name: last[1] };
+  }
+  const edges = new Map<string, Array<[string, string, number]>>(ids.map((id) => [id, []]));
+  for (let after = { uploadId: '', a: '', b: '' }; ; ) {
+    await yieldToLoop();
+    const page = await repo.edgePage(db, ids, after, graphPageRows);
+    for (const [uploadId, a, b2, weight] of page) edges.get(uploadId)!.push([a, b2, weight]);
+    if (page.length < graphPageRows) break;
+    const last = page[page.length - 1]!;
+    after = { uploadId: last[0], a: last[1], b: last[2] };
+  }
   const out: Segment[] = [];
   for (const id of ids) {
-    const e = entities.get(id);
-    const g = edges.get(id);
-    out.push(build(id, uploads.get(id)!, b.get(id)!, e ? (JSON.parse(e) as Array<[string, string]>) : [], g ? (JSON.parse(g) as Array<[string, string, number]>) : []));
     await yieldToLoop();
+    out.push(await build(id, uploads.get(id)!, b.get(id)!, entities.get(id)!, edges.get(id)!));
   }
   return out;
 }
 
-function emptySegment(uploadId: string): Segment {
+function emptySegment(uploadId: string): Promise<Segment> {
   return build(uploadId, -1, { ids: [], lens: [], postings: new Map(), mentions: new Map() }, [], []);
 }
 
@@ -345,7 +386,11 @@ export class SegmentCache {
   hits = 0;
   loads = 0;
 
-  constructor(private readonly maxBytes: number) {}
+  /** `graphPageRows`: entity and edge rows read per statement (GRAPH_PAGE_ROWS; tests page smaller). */
+  constructor(
+    private readonly maxBytes: number,
+    private readonly options: { graphPageRows?: number } = {},
+  ) {}
 
   get size(): { segments: number; bytes: number } {
     return { segments: this.segments.size, bytes: this.bytes + this.names.liveBytes + this.proper.liveBytes + this.scratch.byteLength };
@@ -470,14 +515,14 @@ export class SegmentCache {
     const result = new Map<string, Segment>();
     let pending = new Map(batch);
     for (let attempt = 1; pending.size > 0; attempt++) {
-      const segments = await readSegments(db, pending);
+      const segments = await readSegments(db, pending, this.options.graphPageRows);
       this.loads += segments.length;
       const now = await repo.indexVersionsOf(db, [...pending.keys()]);
       const again = new Map<string, number>();
       for (const segment of segments) {
         const version = now.get(segment.uploadId);
         // its index was removed meanwhile (deleted, or ingested again): nothing of it to search
-        if (version === undefined) result.set(segment.uploadId, emptySegment(segment.uploadId));
+        if (version === undefined) result.set(segment.uploadId, await emptySegment(segment.uploadId));
         else if (version === segment.version) {
           this.keep(segment);
           result.set(segment.uploadId, segment);
