@@ -356,3 +356,19 @@ describe('rate limit', () => {
     assert.equal((await send(token, { query: 'turbines' })).statusCode, 429);
   });
 });
+
+describe('the indexes in memory', () => {
+  test("a new file's index is read into memory after its ingestion, before any search of it", async () => {
+    const id = await put(tokens.a1!, 'warmed', 'The basilisk lizard runs across water on its hind legs to escape its predators.', { scope: 'personal' });
+    const [stats] = await rowsOf<{ version: number | string }>(t.database.db, sql`select version from upload_index_stats where upload_id = ${id}`);
+    const index = t.app.ctx.searchIndex;
+    const deadline = Date.now() + 10_000;
+    while (!index.holdsVersion(id, Number(stats!.version)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(index.holdsVersion(id, Number(stats!.version)), 'read into memory in the background');
+    const loads = index.loads;
+    const res = await search(tokens.a1!, { query: 'basilisk lizard', selectedUploadIds: [id] });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(res.json().results[0].uploadId, id);
+    assert.equal(index.loads, loads, 'the search read no index');
+  });
+});

@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { edgeRows, entityRows, extractEntities, graphNames, type UploadGraph } from './graph.js';
-import { insertChunkBatch, insertGraphRows, insertMentions, type ChunkToWrite } from './search.repository.js';
+import { insertChunkBatch, insertGraphRows, insertMentions, scopeUploads, type ChunkToWrite } from './search.repository.js';
+import type { SegmentCache } from './segments.js';
 
 /**
  * What ingestion calls to index chunks: the chunk rows (text, tsvector, BM25 length, staged vector) and
@@ -77,4 +78,12 @@ export async function refreshPlannerStatistics(db: DbOrTx, chunksWritten: number
   for (const target of ANALYZED) await db.execute(sql.raw(`analyze ${target}`));
   analysedAt += indexedSince + (analysedAt < 0 ? 1 : 0);
   indexedSince = 0;
+}
+
+/**
+ * Reads a newly active upload's lexical and graph index into this node's memory (SegmentCache.warm), so
+ * that the first search of it does not: in small statements, each after `pace`.
+ */
+export async function warmSearchIndex(db: DbOrTx, index: SegmentCache, uploadId: string, pace?: () => Promise<void>): Promise<void> {
+  await index.warm(db, await scopeUploads(db, sql`u.id = ${uploadId}`), pace);
 }

@@ -317,11 +317,14 @@ async function build(uploadId: string, version: number, x: Building, entities: A
  * and mentions aggregated per chunk in SQL), then entities and edges aggregated per upload, yielding to
  * the event loop between statements. Many small uploads cost a few statements, not a few each.
  */
-async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, graphPageRows = GRAPH_PAGE_ROWS): Promise<Segment[]> {
+async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, how: ReadOptions): Promise<Segment[]> {
+  const graphPageRows = how.graphPageRows ?? GRAPH_PAGE_ROWS;
+  const pageChunks = how.pageChunks ?? PAGE_CHUNKS;
   const ids = [...uploads.keys()];
   const b = new Map<string, Building>(ids.map((id) => [id, { ids: [], lens: [], postings: new Map(), mentions: new Map() }]));
   for (let after = { uploadId: '', index: -1 }; ; ) {
-    const rows = await repo.chunkIndexPage(db, ids, after, PAGE_CHUNKS);
+    await how.pace?.();
+    const rows = await repo.chunkIndexPage(db, ids, after, pageChunks);
     let sliceStart = performance.now();
     for (const [n, r] of rows.entries()) {
       if ((n & 63) === 63 && performance.now() - sliceStart >= SLICE_MS) {
@@ -335,13 +338,14 @@ async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, gr
       forEachLexeme(r.tsv, (lexeme, tf) => push(x.postings, lexeme, pack(ord, tf)));
       if (r.mentions) for (const [name, tf] of JSON.parse(r.mentions) as Array<[string, number]>) push(x.mentions, name, pack(ord, tf));
     }
-    if (rows.length < PAGE_CHUNKS) break;
+    if (rows.length < pageChunks) break;
     after = rows[rows.length - 1]!;
     await yieldToLoop();
   }
   const entities = new Map<string, Array<[string, string]>>(ids.map((id) => [id, []]));
   for (let after = { uploadId: '', name: '' }; ; ) {
     await yieldToLoop();
+    await how.pace?.();
     const page = await repo.entityPage(db, ids, after, graphPageRows);
     for (const [uploadId, name, kind] of page) entities.get(uploadId)!.push([name, kind]);
     if (page.length < graphPageRows) break;
@@ -351,6 +355,7 @@ async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, gr
   const edges = new Map<string, Array<[string, string, number]>>(ids.map((id) => [id, []]));
   for (let after = { uploadId: '', a: '', b: '' }; ; ) {
     await yieldToLoop();
+    await how.pace?.();
     const page = await repo.edgePage(db, ids, after, graphPageRows);
     for (const [uploadId, a, b2, weight] of page) edges.get(uploadId)!.push([a, b2, weight]);
     if (page.length < graphPageRows) break;
@@ -368,6 +373,16 @@ async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, gr
 function emptySegment(uploadId: string): Promise<Segment> {
   return build(uploadId, -1, { ids: [], lens: [], postings: new Map(), mentions: new Map() }, [], []);
 }
+
+/** How a scope's indexes are read: rows per statement, and what runs before each statement (a background read gives way to requests). */
+interface ReadOptions {
+  graphPageRows?: number;
+  pageChunks?: number;
+  pace?: () => Promise<void>;
+}
+
+/** Chunks per statement when a segment is read in the background (warm): ~25 ms of the engine each. */
+const WARM_PAGE_CHUNKS = 100;
 
 export interface ScopeEntry {
   id: string;
@@ -467,7 +482,22 @@ export class SegmentCache {
   }
 
   /** The segments of a scope at the versions just read (uploads without indexed chunks have none). */
-  async segmentsOf(db: DbOrTx, scope: readonly ScopeEntry[]): Promise<Segment[]> {
+  /**
+   * Reads the segments of uploads not held yet, in the background: after an ingestion, so that the first
+   * search of a new file does not read its index (about 1.5 s for a 10 MB file). Small statements, each
+   * after `pace` (on PGlite, the wait for requests to leave the engine alone). May evict older segments
+   * beyond the bound, as a search would.
+   */
+  async warm(db: DbOrTx, scope: readonly ScopeEntry[], pace?: () => Promise<void>): Promise<void> {
+    await this.segmentsOf(db, scope, { pageChunks: WARM_PAGE_CHUNKS, pace });
+  }
+
+  /** Whether the segment of this upload at this version is held. */
+  holdsVersion(uploadId: string, version: number): boolean {
+    return this.segments.get(uploadId)?.version === version;
+  }
+
+  async segmentsOf(db: DbOrTx, scope: readonly ScopeEntry[], how: Omit<ReadOptions, 'graphPageRows'> = {}): Promise<Segment[]> {
     const out: Array<Segment | Promise<Segment>> = [];
     const missing: Array<{ id: string; version: number; chunks: number }> = [];
     for (const s of scope) {
@@ -494,7 +524,7 @@ export class SegmentCache {
         chunks += missing[i]!.chunks;
         i++;
       }
-      const loaded = this.load(db, batch);
+      const loaded = this.load(db, batch, how);
       for (const [id, version] of batch) {
         const key = `${id}:${version}`;
         const one = loaded.then((m) => m.get(id)!);
@@ -511,11 +541,11 @@ export class SegmentCache {
    * Reads a batch and keeps each segment whose version did not move while it was read; one that moved
    * (the pages may mix two versions) is read again at its new version, up to LOAD_ATTEMPTS times.
    */
-  private async load(db: DbOrTx, batch: ReadonlyMap<string, number>): Promise<Map<string, Segment>> {
+  private async load(db: DbOrTx, batch: ReadonlyMap<string, number>, how: Omit<ReadOptions, 'graphPageRows'>): Promise<Map<string, Segment>> {
     const result = new Map<string, Segment>();
     let pending = new Map(batch);
     for (let attempt = 1; pending.size > 0; attempt++) {
-      const segments = await readSegments(db, pending, this.options.graphPageRows);
+      const segments = await readSegments(db, pending, { ...how, graphPageRows: this.options.graphPageRows });
       this.loads += segments.length;
       const now = await repo.indexVersionsOf(db, [...pending.keys()]);
       const again = new Map<string, number>();

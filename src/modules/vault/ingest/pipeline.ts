@@ -71,6 +71,8 @@ export interface IngestDeps {
    * each first waits for the requests using the engine (db/activity.ts waitForQuiet).
    */
   background?: { db: Db; giveWay: () => Promise<void> };
+  /** Called once a file is active (in the background: search/indexing.ts warmSearchIndex reads its index into memory). */
+  afterActivation?: (uploadId: string) => void;
 }
 
 export interface IngestOptions {
@@ -270,6 +272,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       log.warn({ err, uploadId }, 'refreshing planner statistics after an ingestion failed'),
     );
     lap('index');
+    deps.afterActivation?.(uploadId);
     log.info({ uploadId, chunks: rows.length, textTokens, pages, timings }, 'upload ingested');
     return { status: 'active', chunkCount: rows.length, textTokens, pages, timings };
   } catch (err) {
