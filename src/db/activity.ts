@@ -55,7 +55,7 @@ export async function waitForQuiet(
 }
 
 /** What drizzle's PGlite driver calls on its client (PGlite, or RemotePGlite for the worker thread, which implements as much). */
-export type PGliteLike = Pick<PGlite, 'query' | 'exec' | 'transaction'>;
+export type PGliteLike = Pick<PGlite, 'query' | 'transaction'>;
 
 /**
  * A PGlite client whose operations count as the app's activity. A transaction counts as one operation for
@@ -69,10 +69,6 @@ export class TrackedPGlite {
 
   query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
     return this.activity.track(this.client.query<T>(sql, params, options));
-  }
-
-  exec(sql: string): Promise<Results[]> {
-    return this.activity.track(this.client.exec(sql));
   }
 
   transaction<T>(callback: (tx: Transaction) => Promise<T>): Promise<T> {
