@@ -89,6 +89,30 @@ const LOAD_ATTEMPTS = 3;
 
 const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** A check to call often in a long synchronous run: it yields to the event loop once SLICE_MS have passed since the last yield. */
+function slicer(): () => Promise<void> {
+  let sliceStart = performance.now();
+  return async () => {
+    if (performance.now() - sliceStart < SLICE_MS) return;
+    await yieldToLoop();
+    sliceStart = performance.now();
+  };
+}
+
+/**
+ * Reads rows in pages, each after `before()`, the next page after the last row of the one before
+ * (keyset paging: `read(undefined)` is the first page); a page shorter than `limit` is the last.
+ */
+async function forEachPage<R>(read: (last: R | undefined) => Promise<R[]>, limit: number, before: () => Promise<void>, each: (row: R) => void): Promise<void> {
+  for (let last: R | undefined; ; ) {
+    await before();
+    const page = await read(last);
+    for (const row of page) each(row);
+    if (page.length < limit) return;
+    last = page[page.length - 1];
+  }
+}
+
 /**
  * Reads the lexemes of a tsvector's text form (`'lexeme':1,5A 'other':3`) with the number of their
  * positions, which is the tf the SQL side counted (`array_length(positions, 1)`, 1 without positions).
@@ -212,12 +236,7 @@ interface Building {
  * the event loop whenever a slice has run SLICE_MS (checked every few hundred iterations of its loops).
  */
 async function build(uploadId: string, version: number, x: Building, entities: Array<[string, string]>, edgeRows: Array<[string, string, number]>): Promise<Segment> {
-  let sliceStart = performance.now();
-  const slice = async () => {
-    if (performance.now() - sliceStart < SLICE_MS) return;
-    await yieldToLoop();
-    sliceStart = performance.now();
-  };
+  const slice = slicer();
   const p = compact(x.postings);
   await slice();
   // the forward index (relevance feedback reads the terms of a few chunks)
@@ -314,8 +333,9 @@ async function build(uploadId: string, version: number, x: Building, entities: A
 
 /**
  * Reads the indexes of several uploads from Postgres: chunks in pages of bounded size (their postings
- * and mentions aggregated per chunk in SQL), then entities and edges aggregated per upload, yielding to
- * the event loop between statements. Many small uploads cost a few statements, not a few each.
+ * and mentions aggregated per chunk in SQL), then their entities and edges in pages, yielding to the
+ * event loop between statements (and after `pace`, when given) and within long runs of work. Many small
+ * uploads cost a few statements, not a few each.
  */
 async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, how: ReadOptions): Promise<Segment[]> {
   const graphPageRows = how.graphPageRows ?? GRAPH_PAGE_ROWS;
@@ -325,12 +345,9 @@ async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, ho
   for (let after = { uploadId: '', index: -1 }; ; ) {
     await how.pace?.();
     const rows = await repo.chunkIndexPage(db, ids, after, pageChunks);
-    let sliceStart = performance.now();
+    const slice = slicer();
     for (const [n, r] of rows.entries()) {
-      if ((n & 63) === 63 && performance.now() - sliceStart >= SLICE_MS) {
-        await yieldToLoop();
-        sliceStart = performance.now();
-      }
+      if ((n & 63) === 63) await slice();
       const x = b.get(r.uploadId)!;
       const ord = x.ids.length;
       x.ids.push(r.id);
@@ -342,26 +359,24 @@ async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, ho
     after = rows[rows.length - 1]!;
     await yieldToLoop();
   }
+  const beforePage = async () => {
+    await yieldToLoop();
+    await how.pace?.();
+  };
   const entities = new Map<string, Array<[string, string]>>(ids.map((id) => [id, []]));
-  for (let after = { uploadId: '', name: '' }; ; ) {
-    await yieldToLoop();
-    await how.pace?.();
-    const page = await repo.entityPage(db, ids, after, graphPageRows);
-    for (const [uploadId, name, kind] of page) entities.get(uploadId)!.push([name, kind]);
-    if (page.length < graphPageRows) break;
-    const last = page[page.length - 1]!;
-    after = { uploadId: last[0], name: last[1] };
-  }
+  await forEachPage<[string, string, string]>(
+    (last) => repo.entityPage(db, ids, last ? { uploadId: last[0], name: last[1] } : { uploadId: '', name: '' }, graphPageRows),
+    graphPageRows,
+    beforePage,
+    ([uploadId, name, kind]) => void entities.get(uploadId)!.push([name, kind]),
+  );
   const edges = new Map<string, Array<[string, string, number]>>(ids.map((id) => [id, []]));
-  for (let after = { uploadId: '', a: '', b: '' }; ; ) {
-    await yieldToLoop();
-    await how.pace?.();
-    const page = await repo.edgePage(db, ids, after, graphPageRows);
-    for (const [uploadId, a, b2, weight] of page) edges.get(uploadId)!.push([a, b2, weight]);
-    if (page.length < graphPageRows) break;
-    const last = page[page.length - 1]!;
-    after = { uploadId: last[0], a: last[1], b: last[2] };
-  }
+  await forEachPage<[string, string, string, number]>(
+    (last) => repo.edgePage(db, ids, last ? { uploadId: last[0], a: last[1], b: last[2] } : { uploadId: '', a: '', b: '' }, graphPageRows),
+    graphPageRows,
+    beforePage,
+    ([uploadId, a, b2, weight]) => void edges.get(uploadId)!.push([a, b2, weight]),
+  );
   const out: Segment[] = [];
   for (const id of ids) {
     await yieldToLoop();
@@ -481,7 +496,6 @@ export class SegmentCache {
     return this.scratch;
   }
 
-  /** The segments of a scope at the versions just read (uploads without indexed chunks have none). */
   /**
    * Reads the segments of uploads not held yet, in the background: after an ingestion, so that the first
    * search of a new file does not read its index (about 1.5 s for a 10 MB file). Small statements, each
@@ -497,6 +511,7 @@ export class SegmentCache {
     return this.segments.get(uploadId)?.version === version;
   }
 
+  /** The segments of a scope at the versions just read (uploads without indexed chunks have none). */
   async segmentsOf(db: DbOrTx, scope: readonly ScopeEntry[], how: Omit<ReadOptions, 'graphPageRows'> = {}): Promise<Segment[]> {
     const out: Array<Segment | Promise<Segment>> = [];
     const missing: Array<{ id: string; version: number; chunks: number }> = [];
