@@ -36,6 +36,7 @@ import { brandingRoutes } from './modules/branding/branding.routes.js';
 import { cloudRoutes } from './modules/cloud/cloud.routes.js';
 import { ssoRoutes } from './modules/sso/sso.routes.js';
 import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
+import { IndexWarmer } from './modules/search/indexing.js';
 import { SegmentCache } from './modules/search/segments.js';
 import { CACHE_RESET, ChannelInvalidationBus, type CacheInvalidation } from './platform/invalidation.js';
 import { searchRoutes } from './modules/search/search.routes.js';
@@ -163,6 +164,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   const cacheChannel =
     options.cacheInvalidationChannel ?? (await invalidationChannelFor<CacheInvalidation>(config, app, 'twin:cache-invalidation', CACHE_RESET));
   const invalidation = new ChannelInvalidationBus(cacheChannel);
+  const searchIndex = new SegmentCache(config.searchIndexCacheMb * 1024 * 1024);
   const ctx: AppContext = {
     config,
     database,
@@ -177,7 +179,8 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
     providers: lazyProviders(config, database, app, options.providers ?? {}),
     invalidation,
-    searchIndex: new SegmentCache(config.searchIndexCacheMb * 1024 * 1024),
+    searchIndex,
+    indexWarmer: new IndexWarmer(database.background?.db ?? database.db, searchIndex, app.log, database.background?.giveWay),
     // on the embedded engine the drain's statements are not the app's activity: they give way to it
     vectorDrain: new VectorDrain(database.background?.db ?? database.db, app.log, {
       ...DEFAULT_VECTOR_DRAIN,

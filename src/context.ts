@@ -8,6 +8,7 @@ import type { ChatModel } from './providers/llm/types.js';
 import type { MailSender } from './providers/mail/types.js';
 import type { InvalidationBus } from './platform/invalidation.js';
 import type { SegmentCache } from './modules/search/segments.js';
+import type { IndexWarmer } from './modules/search/indexing.js';
 import type { VectorDrain } from './modules/search/vector-drain.js';
 import type { Clock } from './shared/clock.js';
 
@@ -38,4 +39,6 @@ export interface AppContext {
   searchIndex: SegmentCache;
   /** Moves vectors staged by ingestion into the HNSW index in the background (search/vector-drain.ts). */
   vectorDrain: VectorDrain;
+  /** Reads a newly ingested file's index into searchIndex in the background (search/indexing.ts). */
+  indexWarmer: IndexWarmer;
 }

@@ -8,7 +8,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import type { drizzle as DrizzlePg } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
-import { EngineActivity, TrackedPGlite } from './activity.js';
+import { BACKGROUND_GIVE_WAY, EngineActivity, TrackedPGlite, waitForQuiet } from './activity.js';
 import * as schema from './schema.js';
 import { RemotePGlite } from './pglite-remote.js';
 import { lockDataDir } from './lock.js';
@@ -31,9 +31,9 @@ export interface Database {
    * The embedded engine only (it runs one statement at a time for the whole app): a handle for background
    * jobs whose statements are not counted as the app's activity, and that activity (statements of `db`
    * in flight, and when the last one ended), which those jobs give way to. PostgreSQL runs statements side
-   * by side: nothing to give way to.
+   * by side: nothing to give way to. `giveWay`: waits as BACKGROUND_GIVE_WAY says (db/activity.ts).
    */
-  background?: { db: Db; activity: EngineActivity };
+  background?: { db: Db; activity: EngineActivity; giveWay: () => Promise<void> };
   ping(): Promise<void>;
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -152,7 +152,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     kind: 'pglite',
     pglite,
     worker: options.pgliteWorker === true,
-    background: { db: drizzlePglite(client, { schema }) as unknown as Db, activity },
+    background: { db: drizzlePglite(client, { schema }) as unknown as Db, activity, giveWay: () => waitForQuiet(activity, BACKGROUND_GIVE_WAY) },
     ping: async () => void (await pglite.query('select 1')),
     migrate: () => migratePglite(drizzlePglite(client, { schema }), { migrationsFolder }),
     close: async () => {

@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import type { FastifyBaseLogger } from 'fastify';
 import type { DbOrTx } from '../../db/client.js';
 import { edgeRows, entityRows, extractEntities, graphNames, type UploadGraph } from './graph.js';
 import { insertChunkBatch, insertGraphRows, insertMentions, scopeUploads, type ChunkToWrite } from './search.repository.js';
@@ -81,9 +82,38 @@ export async function refreshPlannerStatistics(db: DbOrTx, chunksWritten: number
 }
 
 /**
- * Reads a newly active upload's lexical and graph index into this node's memory (SegmentCache.warm), so
- * that the first search of it does not: in small statements, each after `pace`.
+ * Reads newly active uploads' lexical and graph indexes into this node's memory (SegmentCache.warm), in
+ * the background, so that the first search of a new file does not: in small statements, each after
+ * `giveWay` (on PGlite, the wait for requests to leave the engine alone). Stopped before the database
+ * closes: a read in progress ends at its next statement, and later calls do nothing.
  */
-export async function warmSearchIndex(db: DbOrTx, index: SegmentCache, uploadId: string, pace?: () => Promise<void>): Promise<void> {
-  await index.warm(db, await scopeUploads(db, sql`u.id = ${uploadId}`), pace);
+export class IndexWarmer {
+  private stopped = false;
+  private readonly inProgress = new Set<Promise<void>>();
+
+  constructor(
+    private readonly db: DbOrTx,
+    private readonly index: SegmentCache,
+    private readonly log: FastifyBaseLogger,
+    private readonly giveWay?: () => Promise<void>,
+  ) {}
+
+  warm(uploadId: string): void {
+    if (this.stopped) return;
+    const pace = async () => {
+      if (this.stopped) throw new Error('the index warmer is stopped');
+      await this.giveWay?.();
+    };
+    const read = (async () => this.index.warm(this.db, await scopeUploads(this.db, sql`u.id = ${uploadId}`), pace))()
+      .catch((err: unknown) => {
+        if (!this.stopped) this.log.warn({ err, uploadId }, "reading a new file's search index into memory failed; its first search will");
+      })
+      .finally(() => this.inProgress.delete(read));
+    this.inProgress.add(read);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await Promise.all([...this.inProgress]);
+  }
 }

@@ -16,6 +16,8 @@ export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
   // the background move of staged vectors into the HNSW index: from ready until just before the database closes
   app.addHook('onReady', async () => ctx.vectorDrain.start());
   app.addHook('preClose', async () => ctx.vectorDrain.stop());
+  // a new file's index read into memory in the background: stopped before the database closes
+  app.addHook('preClose', async () => ctx.indexWarmer.stop());
   new Gauge({
     name: 'search_vectors_staged',
     help: 'Chunk vectors written by ingestion and not yet in the HNSW index (searches compare them exactly)',

@@ -3,8 +3,6 @@ import type { App } from '../../../http/types.js';
 import { Worker } from '../../../platform/jobs.js';
 import { createBlobStorage } from '../../../providers/storage/index.js';
 import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './formats.js';
-import { BACKGROUND_GIVE_WAY, waitForQuiet } from '../../../db/activity.js';
-import { warmSearchIndex } from '../../search/indexing.js';
 import { INGEST_QUEUE, ingestGiveUp, ingestJobHandler, type IngestDeps } from './pipeline.js';
 import { checkEmbedder } from './reembed.js';
 import { IngestSandbox } from './sandbox.js';
@@ -21,23 +19,6 @@ export function registerIngestion(app: App, ctx: AppContext): void {
   const limits: ExtractLimits = { ...DEFAULT_EXTRACT_LIMITS, maxInflatedBytes: config.ingest.maxInflatedBytes, maxCompressionRatio: config.ingest.maxCompressionRatio };
   // the embedded engine: a large file's writes ahead of its activation give way to requests
   const background = ctx.database.background;
-  const giveWay = background ? () => waitForQuiet(background.activity, BACKGROUND_GIVE_WAY) : undefined;
-  // a new file's search index read into this node's memory in the background, stopped when the app closes
-  let closing = false;
-  const warming = new Set<Promise<void>>();
-  const afterActivation = (uploadId: string) => {
-    if (closing) return;
-    const pace = async () => {
-      if (closing) throw new Error('the app is closing');
-      await giveWay?.();
-    };
-    const warm = warmSearchIndex(background?.db ?? ctx.db, ctx.searchIndex, uploadId, pace)
-      .catch((err: unknown) => {
-        if (!closing) ctx.log.warn({ err, uploadId }, "reading a new file's search index into memory failed; its first search will");
-      })
-      .finally(() => warming.delete(warm));
-    warming.add(warm);
-  };
   const depsWith = (sandbox: IngestSandbox): IngestDeps => ({
     db: ctx.db,
     storage,
@@ -49,8 +30,8 @@ export function registerIngestion(app: App, ctx: AppContext): void {
     log: ctx.log,
     singleConnection: ctx.database.kind === 'pglite',
     holdVectorDrain: () => ctx.vectorDrain.hold(),
-    ...(background && giveWay ? { background: { db: background.db, giveWay } } : {}),
-    afterActivation,
+    ...(background ? { background: { db: background.db, giveWay: background.giveWay } } : {}),
+    afterActivation: (uploadId) => ctx.indexWarmer.warm(uploadId),
   });
   const workers: Worker[] = [];
   const sandboxes: IngestSandbox[] = [];
@@ -76,9 +57,7 @@ export function registerIngestion(app: App, ctx: AppContext): void {
   // preClose, not onClose: onClose hooks run in reverse order of registration, so app.ts's hook that
   // closes the database (added after the routes) would run first; the workers must stop before it.
   app.addHook('preClose', async () => {
-    closing = true;
     await Promise.all(workers.splice(0).map((w) => w.stop()));
-    await Promise.all([...warming]);
     await Promise.all(sandboxes.splice(0).map((s) => s.close()));
   });
 }
