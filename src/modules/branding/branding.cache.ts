@@ -25,7 +25,7 @@ export interface BrandingCacheOptions {
   positiveTtlMs?: number;
 }
 
-export const etagOf = (body: string | Buffer): string => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
+export const etagOf = (body: Buffer): string => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
 
 /**
  * In-process cache of the public branding lookup, keyed by publicId. Positive entries live until the

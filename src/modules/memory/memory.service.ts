@@ -73,6 +73,8 @@ export function mergeNewestFirst(parts: readonly Rows[]): Rows {
 
 export class MemoryService {
   readonly cache: MemoryCache;
+  /** The last answer of GET /api/user/memory of each session while it stands (AnswerMemo). */
+  private readonly answers = new AnswerMemo<AuthContext['memberships']>();
 
   constructor(private readonly ctx: AppContext) {
     this.cache = new MemoryCache(ctx.invalidation, ctx.clock);
@@ -104,14 +106,8 @@ export class MemoryService {
    */
   private visibleParts(auth: AuthContext): Rows[] | Promise<Rows[]> {
     const parts: Array<Rows | Promise<Rows>> = [this.cache.personalOf(auth.userId, () => repo.listPersonalOf(this.db, auth.userId))];
-    let pending = false;
-    for (const id of auth.memberships.keys()) {
-      const part = this.cache.sharedOf(id, () => repo.listSharedOf(this.db, id));
-      pending ||= part instanceof Promise;
-      parts.push(part);
-    }
-    pending ||= parts[0] instanceof Promise;
-    return pending ? Promise.all(parts) : (parts as Rows[]);
+    for (const id of auth.memberships.keys()) parts.push(this.cache.sharedOf(id, () => repo.listSharedOf(this.db, id)));
+    return parts.some((p) => p instanceof Promise) ? Promise.all(parts) : (parts as Rows[]);
   }
 
   /**
@@ -137,9 +133,6 @@ export class MemoryService {
     this.answers.set({ key: auth.memberships, user: auth.user, parts, body });
     return body;
   }
-
-  /** The last answer of each session while it stands (AnswerMemo). */
-  private readonly answers = new AnswerMemo<AuthContext['memberships']>();
 
   async create(auth: AuthContext, input: CreateMemoryInput) {
     const shared = input.shared === true;
