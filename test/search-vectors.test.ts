@@ -65,6 +65,22 @@ async function roundTrip(v: number[]): Promise<number[]> {
   return JSON.parse(row!.v) as number[];
 }
 
+/**
+ * How far a stored vector is beyond what packing promises (vectors.ts): each component float32(x) or its
+ * neighbour, plus max|x|·2^-30 of the integer grid; 0 when within.
+ */
+function beyondPromise(back: number[], v: number[]): number {
+  const grid = Math.max(0, ...v.map(Math.abs)) * 2 ** -30;
+  let worst = 0;
+  back.forEach((x, i) => {
+    const f = Math.fround(v[i]!);
+    const ulp = f === 0 ? 2 ** -149 : 2 ** (Math.floor(Math.log2(Math.abs(f))) - 23);
+    // pgvector prints the shortest text that reads back as the same float32: compare float32 to float32
+    worst = Math.max(worst, Math.abs(Math.fround(x) - f) - ulp - grid);
+  });
+  return Math.max(0, worst);
+}
+
 function seeded(seed: number) {
   let a = seed >>> 0;
   return () => {
@@ -82,20 +98,51 @@ test('a packed vector is stored as its float32 values, whatever its magnitude', 
     const n = Math.hypot(...v);
     return v.map((x) => x / n);
   })();
-  for (const [label, v, tolerance] of [
-    ['unit', unit, 1e-8],
-    ['large', unit.map((x) => x * 5000), 5000 * 1e-8],
-    ['small', unit.map((x) => x * 1e-12), 1e-12 * 1e-8],
-    ['mixed', unit.map((x, i) => (i === 0 ? 3 : x * 1e-4)), 1e-8],
+  for (const [label, v] of [
+    ['unit', unit],
+    ['large', unit.map((x) => x * 5000)],
+    ['small', unit.map((x) => x * 1e-12)],
+    ['mixed', unit.map((x, i) => (i === 0 ? 3 : x * 1e-4))],
   ] as const) {
     const back = await roundTrip([...v]);
     assert.equal(back.length, 384);
-    const worst = Math.max(...back.map((x, i) => Math.abs(x - Math.fround(v[i]!))));
-    assert.ok(worst <= tolerance, `${label}: off by ${worst}`);
+    assert.equal(beyondPromise(back, [...v]), 0, label);
   }
   assert.deepEqual(await roundTrip(new Array(8).fill(0)), new Array(8).fill(0));
   // pgvector prints the shortest text of each float32: read back as float32, it is the same number
   assert.deepEqual((await roundTrip([-0.4, 0.4, -1, 0.25])).map(Math.fround), [-0.4, 0.4, -1, 0.25].map(Math.fround));
+});
+
+test('the batch writers store each packed vector of a batch as its float32 values, whatever the magnitudes beside it', async () => {
+  const r = seeded(11);
+  const unit = () => {
+    const v = Array.from({ length: 384 }, r);
+    const n = Math.hypot(...v);
+    return v.map((x) => x / n);
+  };
+  // one batch, five exponents: each row is scaled by its own (batchScales makes one scale vector per exponent)
+  const cases = [unit(), unit().map((x) => x * 5000), unit().map((x) => x * 1e-12), unit().map((x, i) => (i === 0 ? 3 : x * 1e-4)), new Array<number>(384).fill(0), unit()];
+  const stored = async (table: 'chunk_vectors_staged' | 'chunk_vectors', ids: string[]) => {
+    const rows = await rowsOf<{ id: string; v: string }>(database.db, sql`select chunk_id as id, embedding::text as v from ${sql.raw(table)} where chunk_id = any(${`{${ids.join(',')}}`}::text[])`);
+    return new Map(rows.map((row) => [row.id, JSON.parse(row.v) as number[]]));
+  };
+  const check = (back: Map<string, number[]>, ids: string[], expected: typeof cases, label: string) => {
+    assert.equal(back.size, ids.length);
+    ids.forEach((chunkId, k) => {
+      assert.equal(beyondPromise(back.get(chunkId)!, expected[k]!), 0, `${label} row ${k}`);
+    });
+  };
+  const id = newId();
+  await insertUpload(database.db, { id, originalname: 'f.txt', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: world.userA1.id, accountId: world.accountA.id, status: 'processing', storageKey: id, sha256: id });
+  const ids = cases.map(() => newId());
+  const texts = cases.map((_, k) => `chunk ${k}`);
+  await writeIndexedChunks(database.db, id, cases.map((v, k) => ({ id: ids[k]!, index: k, text: texts[k]!, heading: null, tokens: 2, embedding: packVector(v, 384) })), new Date());
+  check(await stored('chunk_vectors_staged', ids), ids, cases, 'staged');
+  // a re-embed's writer, with the vectors in the reverse order of magnitudes
+  const reversed = [...cases].reverse();
+  await updateChunkEmbeddings(database.db, ids.map((chunkId, k) => ({ id: chunkId, text: texts[k]!, embedding: packVector(reversed[k]!, 384) })));
+  check(await stored('chunk_vectors', ids), ids, reversed, 're-embedded');
+  await database.db.execute(sql`delete from uploads where id = ${id}`);
 });
 
 test('packing refuses a wrong length and numbers that are not finite', () => {
