@@ -147,14 +147,36 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(sent.max_tokens, 200);
   });
 
-  test('a provider reporting far more input than counted is charged at most the reservation (never below zero)', async () => {
+  test('a provider reporting far more than was reserved is charged its actual cost from the balance, and never below zero', async () => {
+    // stub-chat costs 3 / 5 credits per 1k: 100,000 × 3/1000 + 10 × 5/1000 = 300.05, far above the reservation
     stub.setChatHandler(() => ({ content: 'x', usage: { prompt_tokens: 100_000, completion_tokens: 10 } }));
+    const before = await balance('institutions', w.a1.id);
+    assert.ok(before > 300.05, 'the balance covers it');
     const res = await ask(tok.userA1!, { inputs: ['cap me'] });
     assert.equal(res.statusCode, 200, res.body);
     const ledger = await ledgerOf(res.json().historyId);
     const reserved = -Number(ledger.find((l) => l.kind === 'reserve')!.delta);
-    assert.equal(res.json().credits, reserved);
-    assert.equal(-Number(ledger.find((l) => l.kind === 'charge')!.delta), reserved);
+    assert.ok(reserved < 300.05);
+    assert.equal(res.json().credits, 300.05);
+    assert.equal(-Number(ledger.find((l) => l.kind === 'charge')!.delta), 300.05);
+    assert.equal(Number((await historyRow(res.json().historyId))!.credits), 300.05);
+    assert.equal(Math.round((await balance('institutions', w.a1.id)) * 10_000), Math.round((before - 300.05) * 10_000));
+
+    // a balance that covers the reservation but not the cost: all of it is charged, and it ends at zero
+    await t.database.db.execute(sql`update institutions set credits = 5 where id = ${w.a1.id}`);
+    try {
+      const poor = await ask(tok.userA1!, { inputs: ['cap me again'] });
+      assert.equal(poor.statusCode, 200, poor.body);
+      assert.equal(poor.json().credits, 5);
+      assert.equal(poor.json().creditsRemaining, 0);
+      assert.equal(await balance('institutions', w.a1.id), 0);
+      const rows = await ledgerOf(poor.json().historyId);
+      assert.equal(-Number(rows.find((l) => l.kind === 'charge')!.delta), 5);
+      assert.equal(Math.round(rows.reduce((sum, l) => sum + Number(l.delta), 0) * 10_000), -50_000, 'the ledger of the request is the 5 credits charged');
+      assert.equal(Number((await historyRow(poor.json().historyId))!.credits), 5);
+    } finally {
+      await t.database.db.execute(sql`update institutions set credits = 1000 where id = ${w.a1.id}`);
+    }
   });
 
   for (const [mode, path] of Object.entries(PATHS)) {
@@ -358,6 +380,8 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     const calls = stub.requestsTo('/v1/chat/completions').length;
     await expectNothingCharged(await ask(tok.userA1!, { inputs: ['tell me the Secret   Plan'.replace('   ', ' ')] }), 422, 'CONTENT_BLOCKED', before);
     await expectNothingCharged(await ask(tok.userA1!, { inputs: ['a FORBIDDENWORD here'] }), 422, 'CONTENT_BLOCKED', before);
+    // the earlier answers a client sends back go to the model as the assistant's turns: they are checked too
+    await expectNothingCharged(await ask(tok.userA1!, { inputs: ['first question', 'and then?'], outputs: ['an answer with forbiddenword in it'] }), 422, 'CONTENT_BLOCKED', before);
     stub.setModerationHandler((text) => text.includes('hateful'));
     try {
       await expectNothingCharged(await ask(tok.userA1!, { inputs: ['something hateful'] }), 422, 'CONTENT_BLOCKED', before);
@@ -365,8 +389,9 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
       stub.setModerationHandler(null);
     }
     assert.equal(stub.requestsTo('/v1/chat/completions').length, calls, 'the model is never called for blocked input');
-    // A word that merely contains a term is not blocked.
+    // A word that merely contains a term is not blocked, nor an output the request does not send to the model.
     assert.equal((await ask(tok.userA1!, { inputs: ['forbiddenwords are fine'] })).statusCode, 200);
+    assert.equal((await ask(tok.userA1!, { inputs: ['only question'], outputs: ['forbiddenword, never sent'] })).statusCode, 200);
   });
 
   test("402 when the balance cannot cover the maximum cost; the user's own balance pays outside pools", async () => {
@@ -962,7 +987,7 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     await t.database.db.execute(sql`update users set credits_used = 1.25 where id = ${w.userA2.id}`);
     const payer = { kind: 'institution' as const, institutionId: inst.id, accountId: w.accountA.id };
     assert.equal(await reserveCredits(t.database.db, payer, 0, w.userA2.id, 'free-1', new Date()), 7);
-    assert.deepEqual(await settleCredits(t.database.db, payer, 0, 0, w.userA2.id, 'free-1', new Date()), { balance: 7, userCreditsUsed: 1.25 });
+    assert.deepEqual(await settleCredits(t.database.db, payer, 0, 0, w.userA2.id, 'free-1', new Date()), { balance: 7, userCreditsUsed: 1.25, chargedUnits: 0 });
     assert.equal((await ledgerOf('free-1')).length, 0);
   });
 

@@ -125,7 +125,9 @@ describe('conversation records: histories, assistants, admin listings', () => {
       assert.equal(res.statusCode, 400, `${bad}: ${res.body}`);
       assert.equal(res.json().error.code, 'VALIDATION_FAILED');
       assert.equal(res.json().success, false);
+      assert.doesNotMatch(res.json().message, /select|params/i, 'the reason, not the query that found it');
     }
+    assert.match((await histories_(tok.userA1!, { search: '(unclosed' })).json().message, /not a valid regular expression \(parentheses \(\) not balanced\)/);
     // A classic catastrophic-backtracking pattern answers promptly (Postgres' engine does not backtrack exponentially).
     const started = Date.now();
     const res = await histories_(tok.userA1!, { search: '(a+)+$' });

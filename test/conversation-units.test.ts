@@ -2,6 +2,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { ContentFilter } from '../src/modules/conversation/content-filter.js';
+import { trim } from '../src/modules/conversation/histories.service.js';
 import { costUnits, maxCostUnits, priceFor, unitsToDecimal } from '../src/modules/conversation/pricing.js';
 import { classicPrompt, localDateTime, PROMPT_GENERATORS, PROMPT_MODES, soulPrompt, soulV2Prompt, type PromptContext } from '../src/modules/conversation/prompts.js';
 import { runTool, selectTools } from '../src/modules/conversation/tools.js';
@@ -167,4 +168,17 @@ describe('max_completion_tokens', () => {
     assert.equal(maxTokensFieldFor('llama-3.1-8b', 'max_completion_tokens'), 'max_completion_tokens');
     assert.equal(maxTokensFieldFor('o3', 'max_tokens'), 'max_tokens');
   });
+});
+
+test('history strings are trimmed to 200 characters, not 200 UTF-16 units: no character is cut in half', () => {
+  const emoji = '😀'.repeat(250);
+  assert.equal([...trim(emoji, 200)].length, 200);
+  assert.equal(trim(emoji, 200), '😀'.repeat(200));
+  const mixed = `a${emoji}`;
+  const cut = trim(mixed, 200);
+  assert.equal(cut, `a${'😀'.repeat(199)}`);
+  assert.doesNotMatch(cut, /\p{Cs}/u, 'no lone surrogate');
+  assert.match(`${'😀'.slice(0, 1)}`, /\p{Cs}/u, 'what a cut in half would leave');
+  assert.equal(trim('short', 200), 'short');
+  assert.equal(trim('x'.repeat(300), 200), 'x'.repeat(200));
 });

@@ -52,6 +52,8 @@ export interface Settlement {
   balance: number;
   /** The asking user's total credits consumed, after this charge. */
   userCreditsUsed: number;
+  /** What was charged (units): the actual cost, or as much of it as the balance covered. */
+  chargedUnits: number;
 }
 
 /**
@@ -60,9 +62,10 @@ export interface Settlement {
  * change (+reserved −charged) with both ledger rows, so the ledger of a request always reads reserve −max,
  * release +max, charge −actual. The amounts come from the deleted row, not from the caller: a reservation
  * closed meanwhile (the sweep) moves nothing, and one that changed meanwhile is released as it stands. The
- * charge is capped at the reservation (the reservation carries a margin; the cap only matters if a provider
- * reports far more input than we counted): a balance never goes below zero. credits_used grows by the
- * charge on the payer and, when the institution pays, on the asking user. `reservedUnits` is what the
+ * actual cost is charged even beyond the reservation (a provider that reports more input than we counted,
+ * or more output than it was allowed), from the rest of the balance, which is locked first and never goes
+ * below zero: a cost the balance cannot cover is charged as far as it goes (`charged` says how far).
+ * credits_used grows by the charge on the payer and, when the institution pays, on the asking user. `reservedUnits` is what the
  * caller reserved: 0 (a free request) opened no row, and the balances are read instead; otherwise a
  * reservation no longer open is a ReservationClosedError. Pass a transaction to write the history record
  * in the same commit.
@@ -78,12 +81,14 @@ export async function settleCredits(db: DbOrTx, payer: Payer, reservedUnits: num
       : sql``;
   // Only the statement that deletes the open reservation moves the balance, so a reservation is settled
   // once however many try (a sweep, a retry).
-  const rows = await rowsOf<{ credits: string; credits_used: string; user_used: string | null }>(
+  const rows = await rowsOf<{ credits: string; credits_used: string; user_used: string | null; charged: string }>(
     db,
     sql`with closed as (
           delete from credit_reservations where ref_id = ${refId} returning amount
+        ), payer as (
+          select credits from ${balanceTable(payer)} where id = ${payerId(payer)} and exists (select 1 from closed) for update
         ), c as (
-          select amount as reserved, least(${wanted}::numeric, amount) as charged from closed
+          select amount as reserved, least(${wanted}::numeric, amount + coalesce((select credits from payer), 0)) as charged from closed
         ), moved as (
           update ${balanceTable(payer)} set credits = credits + (select reserved - charged from c), credits_used = credits_used + (select charged from c)
            where id = ${payerId(payer)} and exists (select 1 from c)
@@ -93,14 +98,20 @@ export async function settleCredits(db: DbOrTx, payer: Payer, reservedUnits: num
           ${ledgerRow('release', sql`c.reserved`)} where c.reserved > 0
           union all ${ledgerRow('charge', sql`-c.charged`)} where c.charged > 0
         )${used}
-        select moved.credits, moved.credits_used, ${payer.kind === 'institution' ? sql`(select credits_used from used)` : sql`null`} as user_used from moved`,
+        select moved.credits, moved.credits_used, ${payer.kind === 'institution' ? sql`(select credits_used from used)` : sql`null`} as user_used, (select charged from c) as charged from moved`,
   );
   const row = rows[0];
-  if (row) return { balance: Number(row.credits), userCreditsUsed: Number((payer.kind === 'institution' ? row.user_used : row.credits_used) ?? 0) };
+  if (row) {
+    return {
+      balance: Number(row.credits),
+      userCreditsUsed: Number((payer.kind === 'institution' ? row.user_used : row.credits_used) ?? 0),
+      chargedUnits: decimalToUnits(String(row.charged)),
+    };
+  }
   if (reservedUnits > 0) throw new ReservationClosedError(refId);
   // nothing was reserved (a free request): nothing moves, the balances are as they are
   const [user] = await rowsOf<{ credits_used: string }>(db, sql`select credits_used from users where id = ${userId}`);
-  return { balance: await balanceOf(db, payer), userCreditsUsed: Number(user?.credits_used ?? 0) };
+  return { balance: await balanceOf(db, payer), userCreditsUsed: Number(user?.credits_used ?? 0), chargedUnits: 0 };
 }
 
 /** Gives the whole reservation back (`release`, +reserved): nothing is charged. */

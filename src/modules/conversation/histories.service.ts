@@ -14,7 +14,13 @@ export const TRIM_CHARS = 200;
 /** Tool responses are cut to this many characters unless `tools: true`. */
 export const TOOL_RESPONSE_CHARS = 80;
 
-const trim = (s: string, n: number) => (s.length > n ? s.slice(0, n) : s);
+/** The first n characters (code points: a character outside the BMP is not cut in half). */
+export const trim = (s: string, n: number) => {
+  if (s.length <= n) return s;
+  let end = 0;
+  for (let count = 0; count < n && end < s.length; count++) end += s.codePointAt(end)! > 0xffff ? 2 : 1;
+  return s.slice(0, end);
+};
 
 function assistantOf(r: repo.HistoryView) {
   return r.assistant_id && r.a_name !== null
@@ -75,9 +81,11 @@ export class HistoriesService {
     try {
       await rowsOf(this.ctx.db, sql`select '' ~* ${pattern} as ok`);
     } catch (err) {
-      const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code;
-      const message = (err as Error).message ?? '';
-      if (code === '2201B' || /regular expression/iu.test(message)) throw badField('search', `search is not a valid regular expression (${message.replace(/^.*?:\s*/u, '').slice(0, 200)})`);
+      // the engine's own reason (drizzle wraps it in an error that names the query instead)
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      const code = (err as { code?: string }).code ?? cause?.code;
+      const message = cause?.message ?? (err as Error).message ?? '';
+      if (code === '2201B' || /regular expression/iu.test(message)) throw badField('search', `search is not a valid regular expression (${message.replace(/^invalid regular expression:\s*/iu, '').slice(0, 200)})`);
       throw err;
     }
   }

@@ -224,22 +224,23 @@ export class QandaService {
     // consumed is charged, the rest released. (A process killed meanwhile leaves it to the reservation sweep.)
     let open = true;
     let chargedUnits = 0;
+    /** What a failure's settlement charged (the record and the last stream event say it). */
+    let failedCharge = 0;
     try {
       /** What a failed record keeps of the answer so far (a tool round that could not continue). */
       type Partial = { outputs?: string[]; toolCalls?: ToolRecord[]; conversationModel?: string };
       const fail = async (err: AppError, usage = 0, streamed = false, partial: Partial = {}) => {
         // The model calls that completed are paid (a tool round before a failed call), the rest of the
         // reservation released; with the failed record, in one commit.
-        const charged = Math.min(chargedUnits, reserved);
         await ctx.db.transaction(async (tx) => {
-          await settleCredits(tx, payer, reserved, charged, auth.userId, historyId, now());
+          failedCharge = (await settleCredits(tx, payer, reserved, chargedUnits, auth.userId, historyId, now())).chargedUnits;
           await historiesRepo.insertHistory(tx, {
             ...record,
             outputs: [],
             ...partial,
             success: false,
             usage,
-            credits: toCredits(charged),
+            credits: toCredits(failedCharge),
             errorCode: err.code,
             errorMessage: err.message,
             streamed,
@@ -255,7 +256,8 @@ export class QandaService {
       };
 
       // ── content filter ──
-      const verdict = await this.filter.check(body.inputs, (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
+      // the earlier answers the client sends back reach the model as the assistant's turns: checked with the inputs
+      const verdict = await this.filter.check([...body.inputs, ...(body.outputs ?? []).slice(0, body.inputs.length - 1)], (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
       if (verdict.blocked) throw await fail(contentBlocked(`The input was blocked by the content filter (${verdict.reason})`));
 
       // ── model ──
@@ -331,7 +333,7 @@ export class QandaService {
               toolCalls: toolRecords,
               conversationModel: reportedModel,
             });
-            emit('', true, { error: 'Not enough credits', usage: usage.totalTokens, credits: toCredits(Math.min(chargedUnits, reserved)) });
+            emit('', true, { error: 'Not enough credits', usage: usage.totalTokens, credits: toCredits(failedCharge) });
             throw err;
           }
           reserved += more;
@@ -339,12 +341,11 @@ export class QandaService {
       }
 
       // ── payment: the actual cost; the rest of the reservation released ──
-      const charged = Math.min(chargedUnits, reserved);
-      const credits = toCredits(charged);
       const duration = Math.round(performance.now() - started);
       // ── payment, history and the idempotency key's response: one commit, so the ledger and the saved records always agree ──
       const response = await ctx.db.transaction(async (tx) => {
-        const settled = await settleCredits(tx, payer, reserved, charged, auth.userId, historyId, now());
+        const settled = await settleCredits(tx, payer, reserved, chargedUnits, auth.userId, historyId, now());
+        const credits = toCredits(settled.chargedUnits);
         await historiesRepo.insertHistory(tx, {
           ...record,
           outputs: [text],
@@ -379,7 +380,7 @@ export class QandaService {
       open = false;
       // the caller's cached user row (credits, credits_used: GET /api/user/me) changed with the payment
       ctx.auth.cache.invalidateUser(auth.userId);
-      emit('', true, { usage: usage.totalTokens, credits });
+      emit('', true, { usage: usage.totalTokens, credits: response.credits });
       // the last event can still find the socket gone
       return streamingFailed && !response.streamingFailed ? { ...response, streamingFailed, streamingError: streamingError ?? 'Streaming failed' } : response;
     } catch (err) {
@@ -389,8 +390,7 @@ export class QandaService {
         throw new AppError(409, 'CONFLICT', 'The answer took longer than its credit reservation is held; it was not charged');
       }
       if (open) {
-        const charged = Math.min(chargedUnits, reserved);
-        await settleCredits(ctx.db, payer, reserved, charged, auth.userId, historyId, now()).then(
+        await settleCredits(ctx.db, payer, reserved, chargedUnits, auth.userId, historyId, now()).then(
           () => ctx.auth.cache.invalidateUser(auth.userId),
           (e: unknown) => ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be settled after a failure'),
         );
