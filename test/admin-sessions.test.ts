@@ -1,4 +1,5 @@
 import { after, before, describe, test } from 'node:test';
+import { eq } from 'drizzle-orm';
 import assert from 'node:assert/strict';
 import { sessions } from '../src/db/schema.js';
 import { newId } from '../src/shared/ids.js';
@@ -100,6 +101,33 @@ describe('POST /api/admin/sessions', () => {
     }
     assert.equal((await list(undefined, {})).statusCode, 401);
     assert.equal((await list('garbage', {})).statusCode, 401);
+  });
+
+  test("a session opened in an account's institution by a user of another account: that account's admin and the institution's admin list it, and the account filter finds it", async () => {
+    const guest = await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.a1.id]: 'user' } });
+    // an account admin of A enrolled nowhere: its rights come from the account alone
+    const adminAOnly = (await login(t.app, (await makeUser(t.database, { accountId: w.accountA.id, role: 'accountadmin' })).email)).accessToken;
+    const id = newId();
+    await t.database.db.insert(sessions).values({
+      id,
+      userId: guest.id,
+      accountId: w.accountB.id,
+      institutionId: w.a1.id,
+      refreshHash: 'guest',
+      ip: '10.0.0.7',
+      ua: 'guest browser',
+      createdAt: new Date(),
+      lastActivityAt: new Date(),
+      expiresAt: new Date(Date.now() + 86_400_000),
+    });
+    try {
+      for (const token of [adminAOnly, tok.adminA, tok.instAdminA1, tok.adminB, tok.root]) assert.ok((await ids(token)).some((s) => s._id === id));
+      assert.ok((await ids(tok.root, { account: w.accountA.id })).some((s) => s._id === id), 'opened in an institution of account A');
+      assert.ok((await ids(tok.root, { account: w.accountB.id })).some((s) => s._id === id), 'a user of account B');
+      assert.ok(!(await ids(adminAOnly, { institution: w.a2.id })).some((s) => s._id === id));
+    } finally {
+      await t.database.db.delete(sessions).where(eq(sessions.id, id));
+    }
   });
 
   test('filters: space-separated accounts, institution, literal usersearch, revoked sessions', async () => {

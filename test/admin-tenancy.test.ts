@@ -682,6 +682,8 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     // home account A; plain member of A1; admin (resp. member) of B1 in account B
     const adminAbroad = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'admin' } });
     const memberAbroad = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'user' } });
+    // an account admin of B enrolled nowhere: its rights come from the account alone
+    const adminBOnly = (await login(t.app, (await makeUser(t.database, { accountId: w.accountB.id, role: 'accountadmin' })).email)).accessToken;
     for (const target of [adminAbroad, memberAbroad]) {
       const before = await findUserById(t.database.db, target.id);
       for (const token of [tok.instAdminA1, tok.adminA, tok.adminB]) {
@@ -692,9 +694,10 @@ describe('admin management routes (accounts, institutions, users, memberships, c
       expectError(await call('PATCH', `/api/admin/user/${target.id}`, tok.adminA, { role: 'accountadmin' }), 403, 'FORBIDDEN');
       expectError(await call('POST', `/api/admin/user/${target.id}/credits`, tok.adminA, { amount: 5 }), 403, 'FORBIDDEN');
       expectError(await call('DELETE', `/api/admin/user/${target.id}`, tok.adminA), 403, 'FORBIDDEN');
-      // still readable by the admins of their home account
+      // still readable by the admins of their home account, and by the account admin of the account they are enrolled in
       assert.equal((await call('GET', `/api/admin/user/${target.id}`, tok.adminA)).statusCode, 200);
       assert.equal((await call('GET', `/api/admin/user/${target.id}`, tok.instAdminA1)).statusCode, 200);
+      assert.equal((await call('GET', `/api/admin/user/${target.id}`, adminBOnly)).statusCode, 200);
       const after = await findUserById(t.database.db, target.id);
       assert.deepEqual(
         { hash: after?.passwordHash, status: after?.status, fname: after?.fname, role: after?.role, credits: Number(after?.credits) },

@@ -208,6 +208,26 @@ describe('memory parameters', () => {
     expectError(await call('GET', `/api/admin/memory/institution/${w.a2.id}`, tok.adminB), 404, 'NOT_FOUND');
   });
 
+  test("a user of another account enrolled in one of the account's institutions: its account admin administers the rows shared there, not the user's personal ones", async () => {
+    const guest = await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.a1.id]: 'user' } });
+    const gt = (await login(t.app, guest.email)).accessToken;
+    // an account admin of A enrolled nowhere: its rights come from the account alone
+    const adminA = (await login(t.app, (await makeUser(t.database, { accountId: w.accountA.id, role: 'accountadmin' })).email)).accessToken;
+    const personal = await create(gt, { key_name: 'mine', key_value: '1' });
+    const inA1 = await create(gt, { key_name: 'shared in a1', key_value: '1', shared: true, institution: w.a1.id });
+    const listed = await call('GET', `/api/admin/memory/user/${guest.id}`, adminA);
+    assert.equal(listed.statusCode, 200, listed.body);
+    assert.deepEqual(listed.json().data.map((g: any) => [g.institution._id, g.items.map((i: any) => [i._id, i.editable])]), [[w.a1.id, [[inA1._id, true]]]]);
+    const deleted = await call('DELETE', `/api/admin/memory/user/${guest.id}`, adminA, { ids: [personal._id, inA1._id] });
+    assert.equal(deleted.statusCode, 200, deleted.body);
+    assert.deepEqual([deleted.json().deletedCount, deleted.json().skippedCount], [1, 1]);
+    assert.equal(await rowExists(inA1._id), false);
+    assert.equal(await rowExists(personal._id), true, "the guest's personal row belongs to account B's admins");
+    // account B's admin administers the guest as a whole; a plain member of A1 sees the guest but administers nothing
+    assert.equal((await call('GET', `/api/admin/memory/user/${guest.id}`, tok.adminB)).json().data[0].items[0]._id, personal._id);
+    expectError(await call('GET', `/api/admin/memory/user/${guest.id}`, tok.otherA1), 403, 'FORBIDDEN');
+  });
+
   test('bulk delete by ids: each row re-authorized, rows the admin may not touch skipped and counted', async () => {
     const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.a2.id]: 'user' } });
     const ut = (await login(t.app, u.email)).accessToken;

@@ -1,7 +1,7 @@
 import { and, desc, eq, gte, lte, or, sql, type SQL } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { containsInsensitive, inList } from '../../db/search.js';
-import { sessions, users } from '../../db/schema.js';
+import { institutions, sessions, users } from '../../db/schema.js';
 import type { RowScope } from '../tenancy/tenancy.repository.js';
 
 export interface SessionListFilter {
@@ -13,10 +13,19 @@ export interface SessionListFilter {
   to: Date;
 }
 
+/**
+ * Sessions of these accounts: of their users (the user's home account), or opened in (switched to) one of
+ * their institutions, whoever the user: an account's admin administers both (contract §2).
+ */
+const ofAccounts = (accountIds: readonly string[]): SQL =>
+  accountIds.length === 0
+    ? sql`false`
+    : or(inList(sessions.accountId, accountIds), sql`${sessions.institutionId} in (select i.id from ${institutions} i where ${inList(sql.raw('i.account_id'), accountIds)})`)!;
+
 export async function listSessions(db: DbOrTx, f: SessionListFilter, paging: { limit: number; offset: number }) {
   const conditions: SQL[] = [lte(sessions.createdAt, f.to), gte(sessions.lastActivityAt, f.from)];
-  if (!f.scope.all) conditions.push(or(inList(sessions.accountId, f.scope.accountIds), inList(sessions.institutionId, f.scope.institutionIds))!);
-  if (f.accountIds) conditions.push(inList(sessions.accountId, f.accountIds));
+  if (!f.scope.all) conditions.push(or(ofAccounts(f.scope.accountIds), inList(sessions.institutionId, f.scope.institutionIds))!);
+  if (f.accountIds) conditions.push(ofAccounts(f.accountIds));
   if (f.institutionId) conditions.push(eq(sessions.institutionId, f.institutionId));
   if (f.usersearch) conditions.push(or(containsInsensitive(users.email, f.usersearch), containsInsensitive(users.fname, f.usersearch), containsInsensitive(users.lname, f.usersearch))!);
   const where = and(...conditions);

@@ -72,18 +72,18 @@ export interface TargetUser {
 
 /**
  * The admin memory routes of a user: an account the caller has nothing to do with is 404; a user it
- * can see but administers in no way (neither their home account nor one of their institutions) is 403.
+ * can see but administers in no way (neither their home account nor one of their institutions, as the
+ * institution's admin or the account admin of its account) is 403. Each row is then checked by adminMay.
  */
-export function assertAdministersUser(auth: AuthContext, permission: Permission, user: TargetUser, userInstitutionIds: readonly string[]): void {
+export function assertAdministersUser(auth: AuthContext, permission: Permission, user: TargetUser, userInstitutions: ReadonlyArray<{ id: string; accountId: string }>): void {
   const sees =
     auth.role === 'superadmin' ||
     auth.accountId === user.accountId ||
     [...auth.memberships.values()].some((m) => m.accountId === user.accountId) ||
-    userInstitutionIds.some((id) => auth.memberships.has(id));
+    userInstitutions.some((i) => auth.memberships.has(i.id) || auth.accountId === i.accountId);
   if (!sees) throw notFound('User');
   if (canInAccount(auth, permission, user.accountId)) return;
-  const administers = userInstitutionIds.some((id) => auth.memberships.get(id)?.role === 'admin');
-  if (!administers) throw forbidden(`Missing permission ${permission} over this user`);
+  if (!userInstitutions.some((i) => canInInstitution(auth, permission, i))) throw forbidden(`Missing permission ${permission} over this user`);
 }
 
 /** Per row: whether an administrator may read (MEMORY_READ) or delete (MEMORY_DELETE) another user's row. */

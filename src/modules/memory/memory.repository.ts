@@ -155,8 +155,11 @@ export async function deleteMany(tx: DbOrTx, ids: readonly string[]): Promise<nu
   return rows.length;
 }
 
-/** The institutions a user is enrolled in (to decide who administers them). */
-export async function institutionIdsOfUser(db: DbOrTx, userId: string): Promise<string[]> {
-  const rows = await db.select({ id: memberships.institutionId }).from(memberships).where(eq(memberships.userId, userId));
-  return rows.map((r) => r.id);
+/** The institutions a user is enrolled in, with their accounts (to decide who administers them). */
+export async function institutionsOfUser(db: DbOrTx, userId: string): Promise<Array<{ id: string; accountId: string }>> {
+  return db
+    .select({ id: memberships.institutionId, accountId: institutions.accountId })
+    .from(memberships)
+    .innerJoin(institutions, eq(institutions.id, memberships.institutionId))
+    .where(eq(memberships.userId, userId));
 }

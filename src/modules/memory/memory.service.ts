@@ -198,7 +198,7 @@ export class MemoryService {
   private async loadTargetUser(auth: AuthContext, userId: string, permission: typeof MEMORY_READ) {
     const user = await findUserById(this.db, userId);
     if (!user) throw notFound('User');
-    assertAdministersUser(auth, permission, user, await repo.institutionIdsOfUser(this.db, user.id));
+    assertAdministersUser(auth, permission, user, await repo.institutionsOfUser(this.db, user.id));
     return user;
   }
 

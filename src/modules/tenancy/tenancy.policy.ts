@@ -42,18 +42,19 @@ export interface TargetUser {
 
 function seesUser(p: Principal, user: TargetUser, userMemberships: readonly UserMembershipRow[]): boolean {
   if (seesAccount(p, user.accountId)) return true;
-  return userMemberships.some((m) => p.memberships.get(m.institutionId)?.role === 'admin');
+  return userMemberships.some((m) => p.memberships.get(m.institutionId)?.role === 'admin' || canInAccount(p, 'users.read', m.accountId));
 }
 
 /**
- * Reading a user: superadmin any; account admin the users of its account; institution admin the
- * members of an institution it administers.
+ * Reading a user: superadmin any; account admin the users of its account and the members of its
+ * account's institutions (whatever their home account); institution admin the members of an
+ * institution it administers.
  */
 export function assertUserRead(p: Principal, user: TargetUser, userMemberships: readonly UserMembershipRow[]): void {
   if (!seesUser(p, user, userMemberships)) throw notFound('User');
   if (p.role === 'superadmin' || canInAccount(p, 'users.read', user.accountId)) return;
   const administered = new Set(adminInstitutionIds(p, 'users.read'));
-  if (userMemberships.some((m) => administered.has(m.institutionId))) return;
+  if (userMemberships.some((m) => administered.has(m.institutionId) || canInAccount(p, 'users.read', m.accountId))) return;
   throw forbidden('You do not administer this user');
 }
 
