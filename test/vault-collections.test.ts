@@ -400,7 +400,8 @@ describe('vault collections and select-all-ids', () => {
     const kept = await makeUpload({ owner: w.userA1, scope: 'personal' });
     assert.equal((await call('DELETE', `/api/user/collection/${gone._id}`, 'userA1')).statusCode, 200);
     const move = await call('PATCH', `/api/user/files/${kept}`, 'userA1', { collection: gone._id });
-    assert.equal(move.statusCode, 400);
+    assert.equal(move.statusCode, 404);
+    assert.equal(move.json().error.code, 'NOT_FOUND');
     assert.equal(move.json().message, 'Collection not found');
   });
 

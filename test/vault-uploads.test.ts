@@ -136,7 +136,8 @@ describe('vault uploads: POST /api/user/files', () => {
     const foreign = await uploadFile(t.app, token, big, { scope: 'instance', institution: w.b1.id });
     assert.equal(foreign.statusCode, 403, foreign.body);
     const noCollection = await uploadFile(t.app, token, big, { collection: newId() });
-    assert.equal(noCollection.statusCode, 400, noCollection.body);
+    assert.equal(noCollection.statusCode, 404, noCollection.body);
+    assert.equal(noCollection.json().error.code, 'NOT_FOUND');
     assert.equal(noCollection.json().message, 'Collection not found');
     const badScope = await uploadFile(t.app, token, big, { scope: 'galaxy' });
     assert.equal(badScope.statusCode, 400);
@@ -374,10 +375,10 @@ describe('vault uploads: POST /api/user/files', () => {
     const clash = await uploadFile(t.app, tokenA1, { name: 'c.txt', content: 'x' }, { collection: personalCol, scope: 'instance' });
     assert.equal(clash.statusCode, 400);
     assert.equal(clash.json().error.details[0].field, 'collection');
-    // another institution's collection is invisible
+    // another institution's collection is invisible: 404, as if it did not exist
     const a2Col = await makeCollection(t, { scope: 'instance', owner: w.userA2.id, institution: w.a2.id, account: w.accountA.id });
     const foreign = await uploadFile(t.app, tokenA1, { name: 'c.txt', content: 'x' }, { collection: a2Col });
-    assert.equal(foreign.statusCode, 400);
+    assert.equal(foreign.statusCode, 404);
     assert.equal(foreign.json().message, 'Collection not found');
     // 'root' means no collection
     assert.equal((await uploadOk(t.app, tokenA1, { name: 'r.txt', content: 'x' }, { collection: 'root' })).collection, null);
@@ -508,7 +509,7 @@ describe('vault uploads: list, get, download, patch, delete', () => {
     assert.equal(wrong.statusCode, 400);
     assert.equal(wrong.json().error.details[0].field, 'collection');
     const a2Folder = await makeCollection(t, { scope: 'instance', owner: w.userA2.id, institution: w.a2.id, account: w.accountA.id });
-    assert.equal((await patch(up._id, { collection: a2Folder })).statusCode, 400);
+    assert.equal((await patch(up._id, { collection: a2Folder })).statusCode, 404);
 
     // an error file cannot be activated
     const broken = await uploadOk(t.app, tokenA1, { name: 'broken.pdf', content: '%PDF-1.7 but nothing of a PDF after the header' });

@@ -39,7 +39,7 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
           summary: 'Upload a file into the vault',
           description:
             `multipart/form-data with one part \`file\` and optional fields (see the body), in any order. ` +
-            'When the fields that decide the destination (scope, institution, collection) come before the file, a refusal (403, 400) comes ' +
+            'When the fields that decide the destination (scope, institution, collection) come before the file, a refusal (403, 400; a collection not found or not visible: 404) comes ' +
             'before any byte is stored; when none of them came first (curl -F order), the file is stored and the decision is taken with all ' +
             'fields, a refusal removing the stored bytes. If destination fields before the file were refused, the upload is refused ' +
             '(400 asking for the fields first if later fields would have allowed it). A NUL character in any field is a 400 naming it. ' +

@@ -275,7 +275,7 @@ export class UploadsService {
    */
   private async destination(db: DbOrTx, auth: AuthContext, input: ParsedForm, options: { lock: boolean; size?: number }): Promise<Destination> {
     const collection = input.collection ? await findVisibleCollection(db, auth, input.collection, options.lock ? { lock: 'share' } : {}) : undefined;
-    if (input.collection && !collection) throw badField('collection', 'Collection not found');
+    if (input.collection && !collection) throw notFound('Collection');
     const scope: VaultScope = input.scope ?? collection?.scope ?? (input.institution || auth.institutionId ? 'instance' : 'personal');
     if (collection && collection.scope !== scope) throw badField('collection', `The collection is in scope ${collection.scope}, not ${scope}`);
     const placement = placementFor(auth, scope, scope === 'personal' ? null : (input.institution ?? this.defaultInstitution(auth, scope, collection)));
@@ -425,7 +425,7 @@ export class UploadsService {
         // share-locked: a concurrent delete of the collection waits for this move (then moves the file
         // on), or has happened and the collection is not found
         const collection = await findVisibleCollection(tx, auth, input.collection, { lock: 'share' });
-        if (!collection) throw badField('collection', 'Collection not found');
+        if (!collection) throw notFound('Collection');
         if (!samePlace(collection, current)) {
           throw badField('collection', 'The collection must be in the same scope and institution (or account) as the file');
         }
