@@ -17,7 +17,7 @@ import type { AppContext, Providers } from './context.js';
 import { BACKGROUND_GIVE_WAY } from './db/activity.js';
 import { databaseOptionsFor, openDatabase, type Database } from './db/client.js';
 import type { EarlyPglite } from './db/early.js';
-import { registerErrorHandling } from './http/errors.plugin.js';
+import { LISTED_ERRORS_MAX, registerErrorHandling } from './http/errors.plugin.js';
 import type { Registry } from 'prom-client';
 import { registerMetrics } from './http/metrics.plugin.js';
 import { DEFAULT_VECTOR_DRAIN, VECTOR_DRAIN_LOCK_TIMEOUT_MS, VectorDrain } from './modules/search/vector-drain.js';
@@ -89,11 +89,30 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
  * checked.
  */
 function validatorCompilers(checkSchemas: boolean) {
-  const base = { allErrors: false, useDefaults: true, removeAdditional: true, strict: false, validateSchema: checkSchemas } as const;
-  const body = addFormats(new Ajv({ ...base, coerceTypes: false }));
-  const other = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
-  for (const ajv of [body, other]) ajv.addSchema(ErrorBodySchema);
+  const base = { useDefaults: true, removeAdditional: true, strict: false, validateSchema: checkSchemas } as const;
+  const make = (coerceTypes: false | 'array', allErrors: boolean) => {
+    const ajv = addFormats(new Ajv({ ...base, coerceTypes, allErrors }));
+    ajv.addSchema(ErrorBodySchema);
+    return ajv;
+  };
+  const body = { first: make(false, false), every: make(false, true) };
+  const other = { first: make('array', false), every: make('array', true) };
   return ({ schema, httpPart }: { schema: object; httpPart?: string }) => lazyValidator(httpPart === 'body' ? body : other, schema);
+}
+
+/** Values (of objects, arrays and scalars) a failed request may have for its errors to be listed one by one. */
+const LISTED_ERRORS_MAX_VALUES = 2000;
+
+/** Whether `value` holds at most `budget` values (walked no further than that). */
+function holdsAtMost(value: unknown, budget: number): boolean {
+  const stack: unknown[] = [value];
+  let seen = 0;
+  while (stack.length > 0) {
+    if (++seen > budget) return false;
+    const v = stack.pop();
+    if (v !== null && typeof v === 'object') for (const child of Object.values(v)) stack.push(child);
+  }
+  return true;
 }
 
 /*
@@ -103,15 +122,29 @@ function validatorCompilers(checkSchemas: boolean) {
  * pays its compilation once (a few milliseconds). The compiled code is the same as Fastify's own.
  */
 
-/** An ajv validator compiled on its first call. `schemaEnv` tells Fastify to pass the parent data (ajv may replace the root value). */
-function lazyValidator(ajv: Ajv, schema: object) {
-  let compiled: ValidateFunction | undefined;
+/**
+ * An ajv validator compiled on its first call. `schemaEnv` tells Fastify to pass the parent data (ajv may
+ * replace the root value). Valid requests pay one pass that stops at the first error; a failed one is
+ * validated again with every error (contract: "details list each field"), by a second validator compiled on
+ * the first failure, unless it is large: ajv's every-error mode makes an error object per failing element,
+ * which a 2 MB array would turn into a million on the request loop. Then the first error alone is listed.
+ */
+function lazyValidator(ajv: { first: Ajv; every: Ajv }, schema: object) {
+  let first: ValidateFunction | undefined;
+  let every: ValidateFunction | undefined;
   const validate = Object.assign(
     (data: unknown, context?: Parameters<ValidateFunction>[1]) => {
-      compiled ??= ajv.compile(schema);
-      const valid = compiled(data, context);
-      validate.errors = compiled.errors;
-      return valid;
+      first ??= ajv.first.compile(schema);
+      if (first(data, context)) {
+        validate.errors = null;
+        return true;
+      }
+      validate.errors = first.errors;
+      if (holdsAtMost(data, LISTED_ERRORS_MAX_VALUES)) {
+        every ??= ajv.every.compile(schema);
+        if (!every(data, context) && every.errors?.length) validate.errors = every.errors.slice(0, LISTED_ERRORS_MAX);
+      }
+      return false;
     },
     { errors: null as ValidateFunction['errors'], schemaEnv: true },
   );

@@ -40,6 +40,29 @@ describe('platform: errors, operations, OpenAPI', () => {
     assert.match(body.message, /password must be string/);
   });
 
+  test('every invalid field is listed (body and query), and a huge invalid body lists its first error without an error object per element', async () => {
+    const { accessToken } = await login(t.app, world.userA1.email);
+    const res = await t.app.inject({ method: 'POST', url: '/api/user/files/search-content', headers: bearer(accessToken), payload: { query: 5, limit: 0, minScore: 3 } });
+    assert.equal(res.statusCode, 400, res.body);
+    assert.deepEqual(res.json().error.details.map((d: { field: string }) => d.field).sort(), ['limit', 'minScore', 'query']);
+    assert.equal(res.json().message, 'Invalid request: 3 problems');
+    const query = await t.app.inject({ method: 'GET', url: '/api/user/files?page=0&pageSize=0', headers: bearer(accessToken) });
+    assert.equal(query.statusCode, 400, query.body);
+    assert.deepEqual(query.json().error.details.map((d: { field: string }) => d.field).sort(), ['page', 'pageSize']);
+    // 200,000 numbers where at most 5,000 ids are allowed: the first problem listed, not an error object per element
+    const root = (await login(t.app, world.superadmin.email)).accessToken;
+    const bulk = (ids: unknown[]) => t.app.inject({ method: 'DELETE', url: `/api/admin/memory/institution/${world.a1.id}`, headers: bearer(root), payload: { ids } });
+    const huge = await bulk(new Array(200_000).fill(1));
+    assert.equal(huge.statusCode, 400, huge.body.slice(0, 300));
+    assert.equal(huge.json().error.details.length, 1);
+    // a small body with many bad elements: every one is a problem, the first 100 listed
+    const many = await bulk(new Array(500).fill(1));
+    assert.equal(many.statusCode, 400, many.body.slice(0, 300));
+    assert.equal(many.json().error.details.length, 100);
+    assert.equal(many.json().error.details[99].field, 'ids.99');
+    assert.equal(many.json().message, 'Invalid request: 100 problems or more (the first 100 listed)');
+  });
+
   test('out-of-range value → 400', async () => {
     const { accessToken } = await login(t.app, world.userA1.email);
     const res = await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { fname: 'x'.repeat(101) } });

@@ -10,9 +10,13 @@ interface AjvLikeError {
   params?: Record<string, unknown>;
 }
 
-/** Turns Ajv errors into `{field, message}` details with the field as a dotted path. */
+/** Validation errors listed at most (app.ts lazyValidator); a request with more is told so. */
+export const LISTED_ERRORS_MAX = 100;
+
+/** Turns Ajv errors into `{field, message}` details with the field as a dotted path: the first problem of each field. */
 function validationDetails(errors: AjvLikeError[], part: string | undefined): ErrorDetail[] {
-  return errors.map((e) => {
+  const seen = new Set<string>();
+  return errors.flatMap((e) => {
     let field = (e.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
     if (e.keyword === 'required' && typeof e.params?.missingProperty === 'string') {
       field = field ? `${field}.${e.params.missingProperty}` : e.params.missingProperty;
@@ -21,7 +25,9 @@ function validationDetails(errors: AjvLikeError[], part: string | undefined): Er
       field = field ? `${field}.${e.params.additionalProperty}` : e.params.additionalProperty;
     }
     const where = part ?? 'body';
-    return { field: field || where, location: where, message: `${field || where} ${e.message ?? 'is invalid'}` };
+    if (seen.has(field || where)) return [];
+    seen.add(field || where);
+    return [{ field: field || where, location: where, message: `${field || where} ${e.message ?? 'is invalid'}` }];
   });
 }
 
@@ -81,7 +87,12 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const fe = err as FastifyError & { validation?: AjvLikeError[]; validationContext?: string };
     if (fe.validation) {
       const details = validationDetails(fe.validation, fe.validationContext);
-      const message = details.length === 1 && details[0] ? `Invalid request: ${details[0].message}` : `Invalid request: ${details.length} problems`;
+      const message =
+        details.length === 1 && details[0]
+          ? `Invalid request: ${details[0].message}`
+          : details.length >= LISTED_ERRORS_MAX
+            ? `Invalid request: ${LISTED_ERRORS_MAX} problems or more (the first ${LISTED_ERRORS_MAX} listed)`
+            : `Invalid request: ${details.length} problems`;
       return reply.status(400).send(errorBody('VALIDATION_FAILED', message, details));
     }
     switch (fe.code) {

@@ -83,10 +83,10 @@ export const rows: Row[] = [
     request: ({ w, principal }) => ({ params: { id: w.records.accountFile.id }, payload: { file_title: `Shared (${principal})` } }),
   },
   {
-    // Into a collection of another tenant: "Collection not found" (400, the same as for an unknown id).
+    // Into a collection of another tenant: "Collection not found" (404, the same as for an unknown id).
     route: 'PATCH /api/user/files/:id',
     variant: "into B1's collection",
-    expect: a1Members(400),
+    expect: a1Members(404),
     request: async ({ w }) => ({
       params: { id: w.records.fileA1.id },
       payload: { collection: (await w.makeCollection('otherAccountUser', { name: 'Beta shelf', scope: 'instance', institution: w.b1.id })).id },
