@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
-import { buildSanitizeRequest, createChatModel, SANITIZE_SYSTEM_PROMPT } from '../src/providers/llm/index.js';
+import { buildSanitizeRequest, createChatModel, SANITIZE_SYSTEM_PROMPT, sanitizePieces } from '../src/providers/llm/index.js';
 import { cleanText, LocalChatModel, NOTHING_FOUND } from '../src/providers/llm/local.js';
 import { OpenAiCompatibleChatModel } from '../src/providers/llm/openai-compatible.js';
 import { UpstreamError, type ChatModel, type ChatRequest, type ChatStreamEvent, type LlmConfig } from '../src/providers/llm/types.js';
@@ -236,6 +236,31 @@ describe('provider factory and sanitize request', () => {
     assert.match(SANITIZE_SYSTEM_PROMPT, /do not summarise/iu);
     assert.equal(buildSanitizeRequest('word '.repeat(20_000)).maxTokens, 16_000);
     assert.equal(buildSanitizeRequest('x').model, undefined);
+  });
+
+  test('sanitizePieces: pieces within both bounds, cut at the strongest break, nothing lost but the whitespace at the cuts', () => {
+    const paragraphs = Array.from({ length: 400 }, (_, i) => `Paragraph ${i}. ${'Some words here. '.repeat(12)}`.trim()).join('\n\n');
+    const pieces = sanitizePieces(paragraphs);
+    assert.ok(pieces.length > 1);
+    for (const p of pieces.slice(0, -1)) {
+      assert.ok(p.text.length <= 8000 && countTokens(p.text) <= 7000);
+      assert.equal(p.joiner, '\n\n');
+      assert.match(p.text, /\.$/u, 'a paragraph ends the piece');
+    }
+    assert.equal(pieces.at(-1)!.joiner, '');
+    assert.equal(pieces.map((p) => p.text + p.joiner).join(''), paragraphs);
+    // one line of sentences: cut after a sentence end; one long run without spaces: cut at the bound, never inside a pair
+    const sentences = 'A sentence that goes on. '.repeat(1000).trim();
+    const bySentence = sanitizePieces(sentences);
+    assert.ok(bySentence.slice(0, -1).every((p) => p.text.endsWith('.') && p.joiner === ' '));
+    assert.equal(bySentence.map((p) => p.text + p.joiner).join(''), sentences);
+    const emoji = '😀'.repeat(9000);
+    const run = sanitizePieces(`x${emoji}`);
+    assert.equal(run.map((p) => p.text + p.joiner).join(''), `x${emoji}`);
+    for (const p of run) assert.doesNotMatch(p.text, /\p{Cs}/u, 'no half of a surrogate pair');
+    // dense text (several tokens a character) is cut smaller, under the token bound
+    for (const p of run) assert.ok(countTokens(p.text) <= 7000, String(countTokens(p.text)));
+    assert.deepEqual(sanitizePieces('short text'), [{ text: 'short text', joiner: '' }]);
   });
 });
 

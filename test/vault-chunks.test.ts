@@ -406,6 +406,19 @@ describe('vault embedding chunks and sanitize', () => {
     assert.equal((await uploadRow(upload)).tokensUsed, body.tokensUsed + again.tokensUsed);
   });
 
+  test('sanitize never shortens a long chunk: it goes to the model in pieces and comes back whole', async () => {
+    const upload = await makeUpload({ owner: w.userA1, scope: 'personal' });
+    const long = Array.from({ length: 900 }, (_, i) => `Paragraph   ${i} says   something about   topic ${i % 17}. ${'More words follow here. '.repeat(3)}`).join('\n\n');
+    assert.ok(long.length > 90_000);
+    const chunk = await makeChunk(upload, 0, long);
+    const res = await call(t, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'userA1');
+    assert.equal(res.statusCode, 200, res.body.slice(0, 300));
+    const text: string = res.json().sanitizedText;
+    // the local model normalises whitespace only: every paragraph is there, in order, to the last one
+    assert.equal(text.replace(/\s+/g, ' '), long.replace(/\s+/g, ' ').trim());
+    assert.match(text, /Paragraph 899 says something about topic 15\./);
+  });
+
   // ───── sanitize against a real OpenAI-compatible server ─────
 
   describe('sanitize through an OpenAI-compatible server', () => {
@@ -455,6 +468,29 @@ describe('vault embedding chunks and sanitize', () => {
       );
       assert.equal((await uploadRow(upload)).tokensUsed, 42);
       assert.equal((await chunkRow(chunk)).text, text, 'preview only');
+    });
+
+    test('a long chunk is sent in pieces and joined; an answer cut at its length limit is a 502, not a shorter text', async () => {
+      const upload = await makeUpload({ owner: member, scope: 'instance', institutionId: instWithModel.id });
+      const long = Array.from({ length: 600 }, (_, i) => `Part ${i}: ${'text of the part. '.repeat(8)}`.trim()).join('\n\n');
+      const chunk = await makeChunk(upload, 0, long);
+      stub.setChatHandler(({ lastUserMessage }) => ({ content: `[${lastUserMessage.length}]`, usage: { prompt_tokens: 10, completion_tokens: 2 } }));
+      const seen = stub.requests.length;
+      const res = await call(s, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'member');
+      assert.equal(res.statusCode, 200, res.body);
+      const sent = stub.requests.slice(seen).map((r) => r.body.messages.at(-1).content as string);
+      assert.ok(sent.length > 1 && sent.every((m) => m.length <= 8000));
+      assert.equal(sent.join('\n\n'), long, 'every part of the text is sent once, in order');
+      assert.equal(res.json().sanitizedText, sent.map((m) => `[${m.length}]`).join('\n\n'));
+      assert.equal(res.json().tokensUsed, 12 * sent.length);
+
+      const before = (await uploadRow(upload)).tokensUsed;
+      stub.setChatHandler(() => ({ content: 'cut sho', usage: { prompt_tokens: 10, completion_tokens: 5 }, finishReason: 'length' }));
+      const cut = await call(s, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'member');
+      assert.equal(cut.statusCode, 502, cut.body);
+      assert.equal(cut.json().error.code, 'UPSTREAM_FAILED');
+      assert.equal((await uploadRow(upload)).tokensUsed, before + 15, 'the call that was made is counted');
+      stub.setChatHandler(null);
     });
 
     test('without an override, and for personal files, the provider default model is used', async () => {

@@ -1,5 +1,5 @@
 import type { AppContext } from '../../context.js';
-import { buildSanitizeRequest } from '../../providers/llm/index.js';
+import { buildSanitizeRequest, sanitizePieces } from '../../providers/llm/index.js';
 import { UpstreamError } from '../../providers/llm/types.js';
 import { loadEncoding } from '../../providers/llm/tokens.js';
 import { badField, conflict, notFound, upstreamFailed } from '../../shared/errors.js';
@@ -101,9 +101,23 @@ export class ChunksService {
     assertModify(auth, upload, 'Only the owner of the file or a vault administrator may sanitize its chunks');
     const model = upload.institutionId && upload.summaryModel ? upload.summaryModel : undefined;
     await loadEncoding();
-    const result = await this.ctx.providers.chatModel.complete(buildSanitizeRequest(chunk.text, model));
-    const tokensUsed = Math.max(0, Math.round(result.usage.totalTokens));
-    if (tokensUsed > 0) await repo.addTokensUsed(this.ctx.db, upload.id, tokensUsed);
-    return { success: true, sanitizedText: result.text, tokensUsed, model: result.model };
+    // A long chunk goes in pieces whose answers fit the completion budget: never summarised nor shortened
+    // (spec). An answer the model cut at its length limit fails the whole preview instead of shortening it.
+    const out: string[] = [];
+    let tokensUsed = 0;
+    let modelName = '';
+    try {
+      for (const piece of sanitizePieces(chunk.text)) {
+        const result = await this.ctx.providers.chatModel.complete(buildSanitizeRequest(piece.text, model));
+        tokensUsed += Math.max(0, Math.round(result.usage.totalTokens));
+        modelName = result.model;
+        if (result.truncated) throw upstreamFailed('The model stopped at its length limit before the end of the text; nothing was sanitized');
+        out.push(piece.joiner ? result.text.trim() + piece.joiner : result.text.trim());
+      }
+    } finally {
+      // what the calls made so far consumed is counted, whether or not the preview is complete
+      if (tokensUsed > 0) await repo.addTokensUsed(this.ctx.db, upload.id, tokensUsed);
+    }
+    return { success: true, sanitizedText: out.join(''), tokensUsed, model: modelName };
   }
 }

@@ -36,6 +36,69 @@ export const SANITIZE_SYSTEM_PROMPT = [
 export const SANITIZE_MAX_TOKENS = 16_000;
 
 /**
+ * A sanitize call's text at most: its answer, about as long, must fit SANITIZE_MAX_TOKENS with room to
+ * spare. A longer chunk (PUT accepts 100,000 characters) is sanitized in pieces of this size.
+ */
+export const SANITIZE_PIECE_CHARS = 8_000;
+export const SANITIZE_PIECE_TOKENS = 7_000;
+
+/** A piece of a text to sanitize, and what goes between its sanitized text and the next piece's. */
+export interface SanitizePiece {
+  text: string;
+  joiner: string;
+}
+
+/**
+ * `text` in pieces of at most SANITIZE_PIECE_CHARS characters and SANITIZE_PIECE_TOKENS tokens, cut at
+ * the last paragraph break before the bound, else the last line break, the last sentence end, the last
+ * space, else at the bound (never inside a surrogate pair). Each piece's joiner is the kind of break it
+ * was cut at ("\n\n", "\n" or " "; "" for a cut inside a word and for the last piece).
+ */
+export function sanitizePieces(text: string, maxChars = SANITIZE_PIECE_CHARS, maxTokens = SANITIZE_PIECE_TOKENS): SanitizePiece[] {
+  const pieces: SanitizePiece[] = [];
+  let rest = text;
+  let limit = maxChars;
+  while (rest.length > 0) {
+    if (rest.length <= limit && countTextTokens(rest) <= maxTokens) {
+      pieces.push({ text: rest, joiner: '' });
+      break;
+    }
+    const window = rest.slice(0, Math.min(limit, rest.length));
+    let cut = 0;
+    let joiner = '';
+    // the last break of each kind, strongest first; `end` is where the piece ends relative to the match
+    for (const [pattern, join, end] of [
+      [/\n\s*\n/gu, '\n\n', 0],
+      [/\n/gu, '\n', 0],
+      [/[.!?…](?=\s)/gu, ' ', 1],
+      [/\s/gu, ' ', 0],
+    ] as const) {
+      let last = 0;
+      for (const m of window.matchAll(pattern)) last = Math.max(last, m.index + end);
+      if (last > 0) {
+        cut = last;
+        joiner = join;
+        break;
+      }
+    }
+    if (cut === 0) {
+      cut = window.length;
+      const code = rest.charCodeAt(cut - 1);
+      if (cut < rest.length && code >= 0xd800 && code <= 0xdbff) cut = cut > 1 ? cut - 1 : 2; // not between the halves of a pair
+    }
+    const piece = rest.slice(0, cut);
+    if (countTextTokens(piece) > maxTokens && limit > 1) {
+      limit = Math.max(1, Math.floor(limit / 2)); // dense text (many tokens a character): smaller pieces
+      continue;
+    }
+    pieces.push({ text: piece, joiner });
+    rest = rest.slice(cut).replace(/^\s+/u, '');
+    limit = maxChars;
+  }
+  return pieces;
+}
+
+/**
  * The chat request that sanitizes `text`: the system prompt above, the text as the user message,
  * temperature 0, and room for twice the text's tokens plus 256 (at most 16000).
  */

@@ -23,7 +23,7 @@ export class LocalChatModel implements ChatModel {
     const text = request.maxTokens !== undefined ? truncateToTokens(raw, request.maxTokens) : raw;
     const inputTokens = countInputTokens(request.messages, request.context);
     const outputTokens = countTextTokens(text);
-    return { text, model: this.defaultModel, usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens } };
+    return { text, model: this.defaultModel, usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens }, ...(text.length < raw.length ? { truncated: true } : {}) };
   }
 
   async *stream(request: ChatRequest): AsyncGenerator<ChatStreamEvent> {

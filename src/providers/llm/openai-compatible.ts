@@ -66,7 +66,13 @@ export class OpenAiCompatibleChatModel implements ChatModel {
       const toolCalls: ToolCall[] = (message?.tool_calls ?? [])
         .filter((c) => c.type === 'function')
         .map((c) => ({ id: c.id, name: (c as { function: { name: string } }).function.name, arguments: (c as { function: { arguments: string } }).function.arguments }));
-      return { text, model: res.model || model, usage: usageOf(res.usage, request, text), ...(toolCalls.length ? { toolCalls } : {}) };
+      return {
+        text,
+        model: res.model || model,
+        usage: usageOf(res.usage, request, text),
+        ...(toolCalls.length ? { toolCalls } : {}),
+        ...(res.choices[0]?.finish_reason === 'length' ? { truncated: true } : {}),
+      };
     } catch (err) {
       throw this.mapError(err, request.signal);
     }

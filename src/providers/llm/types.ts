@@ -72,6 +72,8 @@ export interface ChatResult {
   usage: TokenUsage;
   /** Calls the model asked for instead of (or before) answering. */
   toolCalls?: ToolCall[];
+  /** The answer stopped at the request's maxTokens (finish_reason "length"): it is cut short. */
+  truncated?: boolean;
 }
 
 export type ChatStreamEvent = { type: 'delta'; text: string } | { type: 'done'; result: ChatResult };
