@@ -106,13 +106,27 @@ describe('platform: errors, operations, OpenAPI', () => {
     }
   });
 
-  test('malformed ids and absurd page numbers are 400s', async () => {
+  test('malformed ids and page numbers beyond exact doubles are 400s; any other page past the last is empty', async () => {
     const { accessToken } = await login(t.app, world.superadmin.email);
     const badId = await t.app.inject({ method: 'GET', url: '/api/admin/user/not-a-uuid', headers: bearer(accessToken) });
     assert.equal(badId.statusCode, 400);
     assert.equal(badId.json().error.details[0].field, 'id');
     const hugePage = await t.app.inject({ method: 'POST', url: '/api/admin/accounts', headers: bearer(accessToken), payload: { page: 1e20 } });
-    assert.equal(hugePage.statusCode, 400);
+    assert.equal(hugePage.statusCode, 400, 'beyond what a double counts exactly');
+    // the spec bounds page below only: a page past the last is an empty page, however far
+    for (const [url, payload] of [
+      ['/api/admin/accounts', { page: 1_000_001 }],
+      ['/api/admin/sessions', { page: Number.MAX_SAFE_INTEGER, pageSize: 5000 }],
+      ['/api/admin/feedbacks', { page: 2 ** 40 }],
+      ['/api/admin/assistants', { page: Number.MAX_SAFE_INTEGER }],
+    ] as const) {
+      const far = await t.app.inject({ method: 'POST', url, headers: bearer(accessToken), payload });
+      assert.equal(far.statusCode, 200, `${url}: ${far.body}`);
+      assert.deepEqual([far.json().data, far.json().hasMore, far.json().page], [[], false, payload.page], url);
+    }
+    const farQuery = await t.app.inject({ method: 'GET', url: `/api/admin/users?page=${Number.MAX_SAFE_INTEGER}&pageSize=5000`, headers: bearer(accessToken) });
+    assert.equal(farQuery.statusCode, 200, farQuery.body);
+    assert.deepEqual(farQuery.json().data, []);
     const hugeQueryPage = await t.app.inject({ method: 'GET', url: '/api/admin/users?page=100000000000000000000', headers: bearer(accessToken) });
     assert.equal(hugeQueryPage.statusCode, 400);
   });

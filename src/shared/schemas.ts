@@ -43,15 +43,19 @@ export const ListEnvelope = <T extends TSchema>(item: T) =>
   });
 
 export const PageFields = {
-  page: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1, description: '1-based page number' })),
+  page: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 1, description: '1-based page number (a page past the last is empty)' })),
   pageSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, default: 100, description: 'Items per page (1 to 5000)' })),
 };
 
-/** The page a listing asked for (schema defaults: page 1, 100 per page) as SQL limit and offset. */
+/**
+ * The page a listing asked for (schema defaults: page 1, 100 per page) as SQL limit and offset. The spec
+ * bounds page below only: a page far past the last is an empty page, its offset held within what SQL's
+ * bigint and a double both represent exactly.
+ */
 export function pageWindow(query: { page?: number; pageSize?: number }) {
   const page = query.page ?? 1;
   const pageSize = query.pageSize ?? 100;
-  return { page, pageSize, limit: pageSize, offset: (page - 1) * pageSize };
+  return { page, pageSize, limit: pageSize, offset: Math.min((page - 1) * pageSize, Number.MAX_SAFE_INTEGER) };
 }
 
 export function envelope<T>(data: T[], total: number, page: number, pageSize: number, message = 'OK') {

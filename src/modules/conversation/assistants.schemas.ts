@@ -3,7 +3,7 @@ import { DateTime, Id, ListEnvelope, Nullable } from '../../shared/schemas.js';
 
 /** page / pageSize without a pageSize default, so that the deprecated limitsearch can stand in for it. */
 export const ListingPageFields = {
-  page: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1, description: '1-based page number' })),
+  page: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 1, description: '1-based page number (a page past the last is empty)' })),
   pageSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, description: 'Items per page (1 to 5000; default 100)' })),
   limitsearch: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, description: 'Deprecated alias of pageSize (pageSize wins when both are given)' })),
 };
