@@ -82,7 +82,10 @@ export async function chunkRoutes(app: App, ctx: AppContext): Promise<void> {
           'without summarising. Nothing is saved: save the preview with PUT /api/user/embedding/{id} `{sanitizedText}`. ' +
           "`tokensUsed` (input + output) is added to the file's `tokens_used`. Only those who may change the file (its owner, or `vault.admin` " +
           'over its institution/account) may ask for a preview, since only they can save it: others who see it get 403. A chunk of a file still ' +
-          'processing, or deleted, is a 404. The provider failing after its retries: 502 UPSTREAM_FAILED. ' +
+          'processing, or deleted, is a 404. The provider failing after its retries: 502 UPSTREAM_FAILED. A chunk longer than one ' +
+          'call can answer (8,000 characters or 7,000 tokens) is sent in pieces cut at paragraph, line, sentence or word breaks, and the ' +
+          'answers are joined: the preview is never shortened. An answer the provider stops at its length limit is a 502, not a shorter text ' +
+          '(the tokens of the calls made are counted). ' +
           `At most ${config.sanitizeRateLimitPerMinute} calls per user per minute (SANITIZE_RATE_LIMIT_PER_MINUTE): 429 with Retry-After.`,
         security: SECURED,
         params: ChunkIdParams,
