@@ -282,6 +282,13 @@ describe('knowledge graph maintenance', () => {
     assert.deepEqual(await graphRows(id), { e: 0, m: 0, g: 0, s: 0 });
     const body = (await search(tokens.a1!, { query: 'Hallvard Brekke' })).json();
     assert.ok(!uploadIdsOf(body).has(id));
+
+    // the row deleted outright (what the cascade from its owner or account does): its graph rows go with it
+    const other = await put(tokens.a1!, 'cascaded', 'Doctor Ingrid Solvang charted the Bergen Strait with NASA buoys.', { scope: 'personal' });
+    const held = await graphRows(other);
+    assert.ok(held.e > 0 && held.g > 0, JSON.stringify(held));
+    await t.database.db.execute(sql`delete from uploads where id = ${other}`);
+    assert.deepEqual(await graphRows(other), { e: 0, m: 0, g: 0, s: 0 });
   });
 });
 

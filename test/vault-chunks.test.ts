@@ -5,7 +5,7 @@ import { rowsOf } from '../src/db/client.js';
 import { uploads } from '../src/db/schema.js';
 import { createChatModel, SANITIZE_SYSTEM_PROMPT, type ChatModel } from '../src/providers/llm/index.js';
 import { countTokens } from '../src/modules/vault/ingest/chunker.js';
-import { ingestGiveUp } from '../src/modules/vault/ingest/pipeline.js';
+import { ingestGiveUp, ingestUpload, type IngestDeps } from '../src/modules/vault/ingest/pipeline.js';
 import type { Job } from '../src/platform/jobs.js';
 import { writeEmbedderState } from '../src/modules/search/search.repository.js';
 import type { Embedder } from '../src/providers/embeddings/types.js';
@@ -274,6 +274,23 @@ describe('vault embedding chunks and sanitize', () => {
     await giveUp({ payload: { uploadId: other } } as unknown as Job, 'late report');
     assert.equal(await count(other), 1);
     assert.equal((await rowsOf<{ status: string }>(t.database.db, sql`select status from uploads where id = ${other}`))[0]!.status, 'active');
+
+    // graph rows have no foreign key (their upload's trigger deletes them): rows a dead worker wrote after its
+    // file was deleted are removed when its job is given up, or retried and finds the file gone
+    const graphOf = async (id: string) =>
+      Number((await rowsOf<{ n: number }>(t.database.db, sql`select (select count(*) from kg_entities where upload_id = ${id}) + (select count(*) from kg_edges where upload_id = ${id}) as n`))[0]!.n);
+    for (const end of ['given up', 'retried'] as const) {
+      const gone = newId();
+      await t.database.db.execute(sql`insert into kg_entities (upload_id, name, kind, chunk_count) values (${gone}, 'orphan', 'name', 1)`);
+      await t.database.db.execute(sql`insert into kg_edges (upload_id, a, b, weight) values (${gone}, 'a', 'b', 1)`);
+      assert.equal(await graphOf(gone), 2);
+      if (end === 'given up') await giveUp({ payload: { uploadId: gone } } as unknown as Job, 'worker died');
+      else {
+        const outcome = await ingestUpload({ db: t.database.db, clock: t.app.ctx.clock } as unknown as IngestDeps, gone);
+        assert.deepEqual(outcome, { status: 'skipped', reason: 'upload not found' });
+      }
+      assert.equal(await graphOf(gone), 0, end);
+    }
   });
 
   test('sanitize is rate limited per user (SANITIZE_RATE_LIMIT_PER_MINUTE)', async () => {

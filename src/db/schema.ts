@@ -491,13 +491,17 @@ export const uploadIndexStats = pgTable('upload_index_stats', {
     .default(sql`nextval('upload_index_version')`),
 });
 
-/** Entities of one upload (normalised name), with the number of its chunks that mention them. */
+/**
+ * Entities of one upload (normalised name), with the number of its chunks that mention them. Graph rows
+ * (here and kg_edges) are tens a chunk: a foreign-key check on each cost as much as the row itself (half
+ * of writing a large file's graph on the embedded engine), so upload_id has none. Its rows follow their
+ * upload instead by a trigger on uploads (deleted with it, however it is deleted: migration 0014) and
+ * by the writers themselves (search.repository removeUploadIndex; ingestion of a file that is gone).
+ */
 export const kgEntities = pgTable(
   'kg_entities',
   {
-    uploadId: text('upload_id')
-      .notNull()
-      .references(() => uploads.id, { onDelete: 'cascade' }),
+    uploadId: text('upload_id').notNull(),
     name: text('name').notNull(),
     /** name | acronym | quantity | phrase */
     kind: text('kind').notNull(),
@@ -526,13 +530,11 @@ export const kgMentions = pgTable(
   (t) => [index('kg_mentions_upload_idx').on(t.uploadId)],
 );
 
-/** Weighted co-occurrence edges between entities of one upload (a < b; weight = chunks where both are salient). */
+/** Weighted co-occurrence edges between entities of one upload (a < b; weight = chunks where both are salient). upload_id: see kgEntities. */
 export const kgEdges = pgTable(
   'kg_edges',
   {
-    uploadId: text('upload_id')
-      .notNull()
-      .references(() => uploads.id, { onDelete: 'cascade' }),
+    uploadId: text('upload_id').notNull(),
     a: text('a').notNull(),
     b: text('b').notNull(),
     weight: integer('weight').notNull(),

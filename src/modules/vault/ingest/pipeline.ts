@@ -119,7 +119,12 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
   const { db, clock, log } = deps;
   const lastAttempt = options.lastAttempt ?? true;
   const upload = await findUploadById(db, uploadId);
-  if (!upload) return { status: 'skipped', reason: 'upload not found' };
+  if (!upload) {
+    // deleted meanwhile: graph rows an earlier attempt wrote after the deletion (they have no foreign key:
+    // schema.ts kgEntities) go too
+    await deleteChunksOf(db, uploadId);
+    return { status: 'skipped', reason: 'upload not found' };
+  }
   if (upload.status !== 'processing') return { status: 'skipped', reason: `upload is ${upload.status}` };
 
   const timings: Record<string, number> = {};
@@ -335,7 +340,7 @@ export function ingestGiveUp(deps: Pick<IngestDeps, 'db' | 'clock'>) {
     await deps.db.transaction(async (tx) => {
       const status = await lockUploadStatus(tx, uploadId);
       if (status === 'processing') await markIngestError(tx, uploadId, giveUpMessage(job, error), deps.clock.now());
-      else if (status !== 'error') return;
+      else if (status !== 'error' && status !== undefined) return; // undefined: the upload is gone, its graph rows go too
       await deleteChunksOf(tx, uploadId);
     });
   };
