@@ -145,6 +145,28 @@ test('the batch writers store each packed vector of a batch as its float32 value
   await database.db.execute(sql`delete from uploads where id = ${id}`);
 });
 
+test("the chunk writer parses each chunk's text once: the tsvector and its BM25 length come from one to_tsvector call", async () => {
+  const { db, sent } = recording();
+  const id = newId();
+  await insertUpload(database.db, { id, originalname: 'f.txt', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: world.userA1.id, accountId: world.accountA.id, status: 'processing', storageKey: id, sha256: id });
+  const vectors = await embedder.embed(['first chunk of text', 'second chunk of text']);
+  await writeIndexedChunks(db, id, vectors.map((v, i) => ({ id: newId(), index: i, text: `chunk ${i} of text`, heading: null, tokens: 4, embedding: packVector(v, 384) })), new Date());
+  const insert = sent.find((q) => /insert into chunks/i.test(q.query))!;
+  // the plan of that statement, with its parameters: one to_tsvector per row, not one per use of its result
+  const pg = database.pglite as PGlite;
+  await pg.query('begin');
+  try {
+    const plan = (await pg.query<{ 'QUERY PLAN': string }>(`explain (verbose, costs off) ${insert.query}`, insert.params as unknown[])).rows.map((r) => r['QUERY PLAN']).join('\n');
+    // a call evaluated: written bare, or as unnest's argument; a reference to a computed result is written in parentheses
+    assert.equal(plan.match(/(?<![(])to_tsvector\(|unnest\(to_tsvector\(/g)?.length, 1, plan);
+  } finally {
+    await pg.query('rollback');
+  }
+  const [row] = await rowsOf<{ n: number; lex: number }>(database.db, sql`select count(*)::int as n, sum(lex_len)::int as lex from chunks where upload_id = ${id}`);
+  assert.deepEqual(row, { n: 2, lex: 6 }, "'chunk', the digit and 'text' of each ('of' is a stop word)");
+  await database.db.execute(sql`delete from uploads where id = ${id}`);
+});
+
 test('packing refuses a wrong length and numbers that are not finite', () => {
   assert.throws(() => packVector([1, 2], 3), /2 numbers, expected 3/);
   assert.throws(() => packVector([1, Number.NaN, 2], 3), /non-finite/);

@@ -53,7 +53,9 @@ export interface ChunkToWrite {
 /**
  * One statement for many chunks (single-row inserts into these indexed columns cost ~12 ms each on
  * PGlite): the chunk rows, with the tsvector and its BM25 length (lexemes counted with repetition)
- * computed in SQL from one to_tsvector call, and their vectors into chunk_vectors_staged. An incremental
+ * computed in SQL from one to_tsvector call (`offset 0` keeps the planner from pulling the subquery up,
+ * which copied the call into both uses: every text was parsed twice, a third of the statement), and their
+ * vectors into chunk_vectors_staged. An incremental
  * HNSW insert costs 3–7 ms a row on the embedded engine; the drain (vector-drain.ts) pays it later, in
  * small batches, while searches compare the staged vectors exactly.
  */
@@ -75,7 +77,7 @@ export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: Chunk
       select v.id, ${uploadId}, v.idx::int, v.text, v.heading, v.tokens::int, x.tsv,
              ${lexLength(sql`x.tsv`)},
              ${at}::timestamptz, ${at}::timestamptz
-        from v cross join lateral (select to_tsvector('english', v.text) as tsv) x)
+        from v cross join lateral (select to_tsvector('english', v.text) as tsv offset 0) x)
     insert into chunk_vectors_staged (chunk_id, upload_id, embedding)
     select v.id, ${uploadId}, ${scaledColumns('v', 'sc')} from v join scales sc on ${scaledJoin('v', 'sc')}`);
 }
@@ -234,7 +236,7 @@ export async function replaceChunkText(
            set text = ${text}, tokens = ${tokens}, tsv = x.tsv,
                lex_len = ${lexLength(sql`x.tsv`)},
                updated_at = ${now.toISOString()}
-          from (select to_tsvector('english', ${text}) as tsv) x
+          from (select to_tsvector('english', ${text}) as tsv offset 0) x
          where c.id = ${chunkId}
      returning c.id, c.upload_id, c.chunk_index, c.text, c.tokens`,
   );
