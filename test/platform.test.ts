@@ -63,6 +63,25 @@ describe('platform: errors, operations, OpenAPI', () => {
     assert.equal(many.json().message, 'Invalid request: 100 problems or more (the first 100 listed)');
   });
 
+  test('listings and bulk deletes whose every body field is optional take no body, an empty one or a JSON null alike', async () => {
+    const root = (await login(t.app, world.superadmin.email)).accessToken;
+    for (const [method, url] of [
+      ['POST', '/api/admin/accounts'],
+      ['POST', '/api/admin/sessions'],
+      ['POST', '/api/admin/feedbacks'],
+      ['POST', '/api/admin/assistants'],
+      ['POST', '/api/user/histories'],
+      ['DELETE', `/api/admin/memory/institution/${world.a2.id}`],
+    ] as const) {
+      const statuses = [];
+      for (const payload of [undefined, '', 'null']) {
+        const res = await t.app.inject({ method, url, headers: { ...bearer(root), ...(payload !== undefined ? { 'content-type': 'application/json' } : {}) }, ...(payload !== undefined ? { payload } : {}) });
+        statuses.push(res.statusCode);
+      }
+      assert.deepEqual(statuses, [200, 200, 200], `${method} ${url}`);
+    }
+  });
+
   test('out-of-range value → 400', async () => {
     const { accessToken } = await login(t.app, world.userA1.email);
     const res = await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { fname: 'x'.repeat(101) } });

@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context.js';
 import { authOf, requirePermission, SECURED } from '../../http/auth.js';
-import type { App } from '../../http/types.js';
+import { absentBodyIsEmpty, type App } from '../../http/types.js';
 import { errorResponses } from '../../shared/schemas.js';
 import { SessionsListBody, SessionsListResponse } from './sessions.schemas.js';
 import { AdminSessionsService } from './sessions.service.js';
@@ -29,9 +29,7 @@ export async function adminSessionsRoutes(app: App, ctx: AppContext): Promise<vo
       },
       preValidation: [
         ...requirePermission(ctx, 'admin.sessions.read'),
-        async (request) => {
-          if (request.body === undefined || request.body === null) request.body = {};
-        },
+        absentBodyIsEmpty,
       ],
     },
     async (request) => service.list(authOf(request), request.body),

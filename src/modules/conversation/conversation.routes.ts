@@ -1,7 +1,7 @@
 import type { AppContext } from '../../context.js';
 import { authOf, requireAuth, requirePermission, SECURED } from '../../http/auth.js';
 import { limits } from '../../http/rate-limit.js';
-import type { App } from '../../http/types.js';
+import { absentBodyIsEmpty, type App } from '../../http/types.js';
 import { REPLAYED_HEADER } from '../../platform/idempotency.js';
 import { errorResponses, IDEMPOTENCY_NOTE, IdempotencyHeaders, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import type { RealtimeGateway } from '../realtime/gateway.js';
@@ -57,9 +57,6 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
   const histories = new HistoriesService(ctx);
   const authenticated = requireAuth(ctx);
   const qandaRate = limits(app, { max: ctx.config.qandaRateLimitPerMinute, timeWindowMs: 60_000, key: (request) => `qanda:${authOf(request).userId}` });
-  const emptyBody = async (request: { body: unknown }) => {
-    if (request.body === undefined) request.body = {};
-  };
 
   const qandaRoute = (url: string, mode: PromptMode, summary: string) =>
     app.post(
@@ -106,7 +103,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
         body: HistoriesBody,
         response: { 200: HistoriesResponse, ...errorResponses(400, 401) },
       },
-      preValidation: [authenticated, emptyBody],
+      preValidation: [authenticated, absentBodyIsEmpty],
     },
     async (request) => histories.list(authOf(request), request.body),
   );
@@ -123,7 +120,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
         body: PatchHistoryBody,
         response: { 200: HistoryEnvelope, ...errorResponses(400, 401, 404) },
       },
-      preValidation: [authenticated, emptyBody],
+      preValidation: [authenticated, absentBodyIsEmpty],
     },
     async (request) => ({ success: true, data: await histories.update(authOf(request), request.params.id, request.body) }),
   );
@@ -188,7 +185,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
         body: PatchAssistantBody,
         response: { 200: AssistantEnvelope, ...errorResponses(400, 401, 403, 404) },
       },
-      preValidation: [authenticated, emptyBody],
+      preValidation: [authenticated, absentBodyIsEmpty],
     },
     async (request) => ({ success: true, data: await assistants.update(authOf(request), request.params.id, request.body) }),
   );
@@ -224,7 +221,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
         body: LikeBody,
         response: { 200: LikeResponse, ...errorResponses(400, 401, 404) },
       },
-      preValidation: [authenticated, emptyBody],
+      preValidation: [authenticated, absentBodyIsEmpty],
     },
     async (request) => assistants.like(authOf(request), request.params.id, request.body.like ?? true),
   );
@@ -248,7 +245,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
         body: FeedbacksBody,
         response: { 200: FeedbacksResponse, ...errorResponses(400, 401, 403) },
       },
-      preValidation: [...requirePermission(ctx, 'admin.feedbacks.read'), emptyBody],
+      preValidation: [...requirePermission(ctx, 'admin.feedbacks.read'), absentBodyIsEmpty],
     },
     async (request) => histories.feedbacks(authOf(request), request.body),
   );
@@ -264,7 +261,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
         body: AdminAssistantsBody,
         response: { 200: AdminAssistantsResponse, ...errorResponses(400, 401, 403) },
       },
-      preValidation: [...requirePermission(ctx, 'admin.assistants.read'), emptyBody],
+      preValidation: [...requirePermission(ctx, 'admin.assistants.read'), absentBodyIsEmpty],
     },
     async (request) => assistants.adminList(authOf(request), request.body),
   );

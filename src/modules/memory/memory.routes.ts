@@ -1,7 +1,6 @@
-import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.js';
 import { authOf, requireAuth, requirePermission, SECURED } from '../../http/auth.js';
-import type { App } from '../../http/types.js';
+import { absentBodyIsEmpty, type App } from '../../http/types.js';
 import { errorResponses, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import {
   AdminInstitutionMemoryQuery,
@@ -32,10 +31,6 @@ const ADMIN_ACCESS =
   'see personal rows. A plain user gets 403; a user or institution of an account you have nothing to do with is 404; one you can see ' +
   'but do not administer is 403.';
 
-/** Body-less bulk deletes mean "no filter". */
-async function emptyBodyIsNoFilter(request: FastifyRequest) {
-  if (request.body === undefined || request.body === null) request.body = {};
-}
 
 /** Memory parameters (spec "Memory", contract §7). */
 export async function memoryRoutes(app: App, ctx: AppContext): Promise<void> {
@@ -166,7 +161,7 @@ export async function memoryRoutes(app: App, ctx: AppContext): Promise<void> {
         body: BulkDeleteBody,
         response: { 200: BulkDeleteResponse, ...errorResponses(400, 401, 403, 404) },
       },
-      preValidation: [...requirePermission(ctx, MEMORY_DELETE), emptyBodyIsNoFilter],
+      preValidation: [...requirePermission(ctx, MEMORY_DELETE), absentBodyIsEmpty],
     },
     async (request) => service.adminDeleteUser(authOf(request), request.params.userId, request.body),
   );
@@ -187,7 +182,7 @@ export async function memoryRoutes(app: App, ctx: AppContext): Promise<void> {
         body: BulkDeleteBody,
         response: { 200: BulkDeleteResponse, ...errorResponses(400, 401, 403, 404) },
       },
-      preValidation: [...requirePermission(ctx, MEMORY_DELETE), emptyBodyIsNoFilter],
+      preValidation: [...requirePermission(ctx, MEMORY_DELETE), absentBodyIsEmpty],
     },
     async (request) => service.adminDeleteInstitution(authOf(request), request.params.instId, request.body),
   );

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.js';
 import { authOf, requirePermission, SECURED } from '../../http/auth.js';
-import type { App } from '../../http/types.js';
+import { absentBodyIsEmpty, type App } from '../../http/types.js';
 import { idempotent, REPLAYED_HEADER, type KeyedRequest } from '../../platform/idempotency.js';
 import { errorResponses, IDEMPOTENCY_NOTE, IdempotencyHeaders, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import {
@@ -145,9 +145,7 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
       // Every field is optional: a request without a body lists with the defaults.
       preValidation: [
         ...admin.preValidation,
-        async (request) => {
-          if (request.body === undefined) request.body = {};
-        },
+        absentBodyIsEmpty,
       ],
     },
     async (request) => service.listAccounts(authOf(request), request.body),
