@@ -260,7 +260,8 @@ describe('provider factory and sanitize request', () => {
     for (const p of run) assert.doesNotMatch(p.text, /\p{Cs}/u, 'no half of a surrogate pair');
     // dense text (several tokens a character) is cut smaller, under the token bound
     for (const p of run) assert.ok(countTokens(p.text) <= 7000, String(countTokens(p.text)));
-    assert.deepEqual(sanitizePieces('short text'), [{ text: 'short text', joiner: '' }]);
+    assert.deepEqual(sanitizePieces('short text'), [{ text: 'short text', tokens: countTokens('short text'), joiner: '' }]);
+    for (const p of pieces) assert.equal(p.tokens, countTokens(p.text));
   });
 });
 

@@ -108,11 +108,11 @@ export class ChunksService {
     let modelName = '';
     try {
       for (const piece of sanitizePieces(chunk.text)) {
-        const result = await this.ctx.providers.chatModel.complete(buildSanitizeRequest(piece.text, model));
+        const result = await this.ctx.providers.chatModel.complete(buildSanitizeRequest(piece.text, model, piece.tokens));
         tokensUsed += Math.max(0, Math.round(result.usage.totalTokens));
         modelName = result.model;
         if (result.truncated) throw upstreamFailed('The model stopped at its length limit before the end of the text; nothing was sanitized');
-        out.push(piece.joiner ? result.text.trim() + piece.joiner : result.text.trim());
+        out.push(result.text.trim() + piece.joiner);
       }
     } finally {
       // what the calls made so far consumed is counted, whether or not the preview is complete

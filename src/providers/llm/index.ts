@@ -42,9 +42,10 @@ export const SANITIZE_MAX_TOKENS = 16_000;
 export const SANITIZE_PIECE_CHARS = 8_000;
 export const SANITIZE_PIECE_TOKENS = 7_000;
 
-/** A piece of a text to sanitize, and what goes between its sanitized text and the next piece's. */
+/** A piece of a text to sanitize, its tokens, and what goes between its sanitized text and the next piece's. */
 export interface SanitizePiece {
   text: string;
+  tokens: number;
   joiner: string;
 }
 
@@ -59,8 +60,9 @@ export function sanitizePieces(text: string, maxChars = SANITIZE_PIECE_CHARS, ma
   let rest = text;
   let limit = maxChars;
   while (rest.length > 0) {
-    if (rest.length <= limit && countTextTokens(rest) <= maxTokens) {
-      pieces.push({ text: rest, joiner: '' });
+    const restTokens = rest.length <= limit ? countTextTokens(rest) : Number.POSITIVE_INFINITY;
+    if (restTokens <= maxTokens) {
+      pieces.push({ text: rest, tokens: restTokens, joiner: '' });
       break;
     }
     const window = rest.slice(0, Math.min(limit, rest.length));
@@ -87,11 +89,12 @@ export function sanitizePieces(text: string, maxChars = SANITIZE_PIECE_CHARS, ma
       if (cut < rest.length && code >= 0xd800 && code <= 0xdbff) cut = cut > 1 ? cut - 1 : 2; // not between the halves of a pair
     }
     const piece = rest.slice(0, cut);
-    if (countTextTokens(piece) > maxTokens && limit > 1) {
+    const tokens = countTextTokens(piece);
+    if (tokens > maxTokens && limit > 1) {
       limit = Math.max(1, Math.floor(limit / 2)); // dense text (many tokens a character): smaller pieces
       continue;
     }
-    pieces.push({ text: piece, joiner });
+    pieces.push({ text: piece, tokens, joiner });
     rest = rest.slice(cut).replace(/^\s+/u, '');
     limit = maxChars;
   }
@@ -100,9 +103,10 @@ export function sanitizePieces(text: string, maxChars = SANITIZE_PIECE_CHARS, ma
 
 /**
  * The chat request that sanitizes `text`: the system prompt above, the text as the user message,
- * temperature 0, and room for twice the text's tokens plus 256 (at most 16000).
+ * temperature 0, and room for twice the text's tokens plus 256 (at most 16000). `tokens`: the text's, when
+ * already counted (sanitizePieces).
  */
-export function buildSanitizeRequest(text: string, model?: string): ChatRequest {
+export function buildSanitizeRequest(text: string, model?: string, tokens = countTextTokens(text)): ChatRequest {
   return {
     purpose: 'sanitize',
     messages: [
@@ -111,6 +115,6 @@ export function buildSanitizeRequest(text: string, model?: string): ChatRequest 
     ],
     ...(model !== undefined ? { model } : {}),
     temperature: 0,
-    maxTokens: Math.min(2 * countTextTokens(text) + 256, SANITIZE_MAX_TOKENS),
+    maxTokens: Math.min(2 * tokens + 256, SANITIZE_MAX_TOKENS),
   };
 }
