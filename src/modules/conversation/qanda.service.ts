@@ -257,7 +257,7 @@ export class QandaService {
 
       // ── content filter ──
       // the earlier answers the client sends back reach the model as the assistant's turns: checked with the inputs
-      const verdict = await this.filter.check([...body.inputs, ...(body.outputs ?? []).slice(0, body.inputs.length - 1)], (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
+      const verdict = await this.filter.check([...body.inputs, ...ownTurns.map((turn) => turn.output)], (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
       if (verdict.blocked) throw await fail(contentBlocked(`The input was blocked by the content filter (${verdict.reason})`));
 
       // ── model ──
