@@ -53,8 +53,7 @@ function seesUser(p: Principal, user: TargetUser, userMemberships: readonly User
 export function assertUserRead(p: Principal, user: TargetUser, userMemberships: readonly UserMembershipRow[]): void {
   if (!seesUser(p, user, userMemberships)) throw notFound('User');
   if (p.role === 'superadmin' || canInAccount(p, 'users.read', user.accountId)) return;
-  const administered = new Set(adminInstitutionIds(p, 'users.read'));
-  if (userMemberships.some((m) => administered.has(m.institutionId) || canInAccount(p, 'users.read', m.accountId))) return;
+  if (userMemberships.some((m) => canInInstitution(p, 'users.read', { id: m.institutionId, accountId: m.accountId }))) return;
   throw forbidden('You do not administer this user');
 }
 
