@@ -147,14 +147,16 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   const client = pglite as PGlite;
   const activity = new EngineActivity();
   const db = drizzlePglite(new TrackedPGlite(client, activity) as unknown as PGlite, { schema }) as unknown as Db;
+  // the same engine, its statements not counted as the app's activity (background jobs, migrations)
+  const untracked = drizzlePglite(client, { schema });
   return {
     db,
     kind: 'pglite',
     pglite,
     worker: options.pgliteWorker === true,
-    background: { db: drizzlePglite(client, { schema }) as unknown as Db, activity, giveWay: () => waitForQuiet(activity, BACKGROUND_GIVE_WAY) },
+    background: { db: untracked as unknown as Db, activity, giveWay: () => waitForQuiet(activity, BACKGROUND_GIVE_WAY) },
     ping: async () => void (await pglite.query('select 1')),
-    migrate: () => migratePglite(drizzlePglite(client, { schema }), { migrationsFolder }),
+    migrate: () => migratePglite(untracked, { migrationsFolder }),
     close: async () => {
       try {
         await pglite.close();

@@ -64,10 +64,10 @@ export interface Settlement {
  * closed meanwhile (the sweep) moves nothing, and one that changed meanwhile is released as it stands. The
  * actual cost is charged even beyond the reservation (a provider that reports more input than we counted,
  * or more output than it was allowed), from the rest of the balance, which is locked first and never goes
- * below zero: a cost the balance cannot cover is charged as far as it goes (`charged` says how far).
- * credits_used grows by the charge on the payer and, when the institution pays, on the asking user. `reservedUnits` is what the
- * caller reserved: 0 (a free request) opened no row, and the balances are read instead; otherwise a
- * reservation no longer open is a ReservationClosedError. Pass a transaction to write the history record
+ * below zero: a cost the balance cannot cover is charged as far as it goes (`chargedUnits` says how far).
+ * credits_used grows by the charge on the payer and, when the institution pays, on the asking user.
+ * `reservedUnits` is what the caller reserved: 0 (a free request) opened no row, and the balances are read
+ * instead; otherwise a reservation no longer open is a ReservationClosedError. Pass a transaction to write the history record
  * in the same commit.
  */
 export async function settleCredits(db: DbOrTx, payer: Payer, reservedUnits: number, chargedUnits: number, userId: string, refId: string, now: Date): Promise<Settlement> {

@@ -31,7 +31,6 @@ const ADMIN_ACCESS =
   'see personal rows. A plain user gets 403; a user or institution of an account you have nothing to do with is 404; one you can see ' +
   'but do not administer is 403.';
 
-
 /** Memory parameters (spec "Memory", contract §7). */
 export async function memoryRoutes(app: App, ctx: AppContext): Promise<void> {
   const service = new MemoryService(ctx);

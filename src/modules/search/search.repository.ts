@@ -55,9 +55,9 @@ export interface ChunkToWrite {
  * PGlite): the chunk rows, with the tsvector and its BM25 length (lexemes counted with repetition)
  * computed in SQL from one to_tsvector call (`offset 0` keeps the planner from pulling the subquery up,
  * which copied the call into both uses: every text was parsed twice, a third of the statement), and their
- * vectors into chunk_vectors_staged. An incremental
- * HNSW insert costs 3–7 ms a row on the embedded engine; the drain (vector-drain.ts) pays it later, in
- * small batches, while searches compare the staged vectors exactly.
+ * vectors into chunk_vectors_staged. An incremental HNSW insert costs 3–7 ms a row on the embedded engine;
+ * the drain (vector-drain.ts) pays it later, in small batches, while searches compare the staged vectors
+ * exactly.
  */
 export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: ChunkToWrite[], now: Date): Promise<void> {
   if (rows.length === 0) return;

@@ -143,10 +143,7 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         response: { 200: AccountsListResponse, ...errorResponses(400, 401, 403) },
       },
       // Every field is optional: a request without a body lists with the defaults.
-      preValidation: [
-        ...admin.preValidation,
-        absentBodyIsEmpty,
-      ],
+      preValidation: [...admin.preValidation, absentBodyIsEmpty],
     },
     async (request) => service.listAccounts(authOf(request), request.body),
   );

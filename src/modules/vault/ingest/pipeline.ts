@@ -71,7 +71,7 @@ export interface IngestDeps {
    * each first waits for the requests using the engine (db/activity.ts waitForQuiet).
    */
   background?: { db: Db; giveWay: () => Promise<void> };
-  /** Called once a file is active (in the background: search/indexing.ts warmSearchIndex reads its index into memory). */
+  /** Called once a file is active (the server's IndexWarmer, search/indexing.ts, reads its index into memory in the background). */
   afterActivation?: (uploadId: string) => void;
 }
 

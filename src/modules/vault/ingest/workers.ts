@@ -30,7 +30,7 @@ export function registerIngestion(app: App, ctx: AppContext): void {
     log: ctx.log,
     singleConnection: ctx.database.kind === 'pglite',
     holdVectorDrain: () => ctx.vectorDrain.hold(),
-    ...(background ? { background: { db: background.db, giveWay: background.giveWay } } : {}),
+    ...(background ? { background } : {}),
     afterActivation: (uploadId) => ctx.indexWarmer.warm(uploadId),
   });
   const workers: Worker[] = [];
