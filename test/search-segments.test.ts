@@ -497,6 +497,13 @@ test('the graph rows ingestion computes in its sandbox (uploadGraph) equal the r
   assert.deepEqual(sorted(entityRows(js, names)), sorted(sqlRows.entities.map((e) => [e.name, e.kind, Number(e.n)])));
   assert.deepEqual(sorted(edgeRows(js, names)), sorted(sqlRows.edges.map((e) => [e.a, e.b, Number(e.w)])));
   assert.ok(edgeRows(js, names).length > 20 && names.includes('\u{1F600} face'));
+  // in the order of the tables' primary keys (the "C" collation's): a new upload's rows append to the btree
+  const ordered = {
+    entities: await rowsOf<{ name: string }>(db, sql`select name from kg_entities where upload_id = ${id} order by name collate "C"`),
+    edges: await rowsOf<{ a: string; b: string }>(db, sql`select a, b from kg_edges where upload_id = ${id} order by a collate "C", b collate "C"`),
+  };
+  assert.deepEqual(names, ordered.entities.map((e) => e.name));
+  assert.deepEqual(edgeRows(js, names).map((e) => [e[0], e[1]]), ordered.edges.map((e) => [e.a, e.b]));
   // and written through the ingestion's path, the same rows again
   await db.execute(sql`delete from kg_entities where upload_id = ${id}`);
   await db.execute(sql`delete from kg_edges where upload_id = ${id}`);
