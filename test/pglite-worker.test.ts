@@ -5,6 +5,7 @@ import { rowsOf } from '../src/db/client.js';
 import { openDatabase, type Database } from '../src/db/client.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
 import { templateBlob } from './support/template.js';
+import { packVector, vectorParam } from '../src/modules/search/vectors.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
 
 /**
@@ -49,6 +50,15 @@ describe('PGlite in a worker thread', () => {
     const chunks = await t.app.inject({ method: 'GET', url: `/api/user/files/${file._id}/chunks`, headers: bearer(accessToken) });
     assert.equal(chunks.statusCode, 200);
     assert.ok(chunks.json().data.length > 0);
+  });
+
+  test("a vector crosses to the worker as bytes and is read by pgvector's receive function (a binary parameter)", async () => {
+    const v = [0.1, -2.5e-7, 3e5, 0];
+    const [row] = await rowsOf<{ v: string }>(database.db, sql`select ${vectorParam(packVector(v, 4))}::text as v`);
+    assert.deepEqual((JSON.parse(row!.v) as number[]).map(Math.fround), v.map(Math.fround));
+    // any other parameter of a type without a serializer is still sent as text
+    const [t] = await rowsOf<{ v: string }>(database.db, sql`select ${'[1,2]'}::vector::text as v`);
+    assert.equal(t!.v, '[1,2]');
   });
 
   test('a transaction commits or rolls back as a whole; errors keep code and constraint', async () => {

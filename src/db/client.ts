@@ -12,6 +12,7 @@ import { BACKGROUND_GIVE_WAY, EngineActivity, TrackedPGlite, waitForQuiet } from
 import * as schema from './schema.js';
 import { RemotePGlite } from './pglite-remote.js';
 import { lockDataDir } from './lock.js';
+import { sendBytesAsBinary } from './binary-params.js';
 import type { EarlyPglite } from './early.js';
 
 export type Schema = typeof schema;
@@ -174,7 +175,9 @@ async function createInThread(dataDir: string, loadDataDir?: Blob | File): Promi
     import('@electric-sql/pglite/contrib/pg_trgm'),
     import('@electric-sql/pglite-pgvector'),
   ]);
-  return PGlite.create({ dataDir, loadDataDir, extensions: { vector, pg_trgm } });
+  const pg = await PGlite.create({ dataDir, loadDataDir, extensions: { vector, pg_trgm } });
+  sendBytesAsBinary(pg);
+  return pg;
 }
 
 /** Rows of a raw SQL query, whichever driver runs it (node-postgres and PGlite shape results differently). */

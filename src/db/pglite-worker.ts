@@ -10,13 +10,17 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { vector } from '@electric-sql/pglite-pgvector';
+import { sendBytesAsBinary } from './binary-params.js';
 import type { WorkerReply, WorkerRequest, WorkerStart } from './pglite-remote.js';
 
 const port = parentPort!;
 const start = workerData as WorkerStart;
 const identity = (value: string) => value;
 
-const ready: Promise<PGlite> = PGlite.create({ dataDir: start.dataDir, loadDataDir: start.loadDataDir, extensions: { vector, pg_trgm } });
+const ready: Promise<PGlite> = PGlite.create({ dataDir: start.dataDir, loadDataDir: start.loadDataDir, extensions: { vector, pg_trgm } }).then((pg) => {
+  sendBytesAsBinary(pg);
+  return pg;
+});
 const transactions = new Map<number, Transaction>();
 const enders = new Map<number, { commit: () => void; rollback: () => void; done: Promise<void> }>();
 

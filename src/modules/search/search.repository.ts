@@ -3,7 +3,7 @@ import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { chunks, chunkVectors, chunkVectorsStaged, systemState, uploads } from '../../db/schema.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
 import { EDGE_RANK, edgePairs, type Mention } from './graph.js';
-import { batchScales, packedColumns, scaledColumns, scaledJoin, vectorParam, type PackedVector } from './vectors.js';
+import { vectorParam, type PackedVector } from './vectors.js';
 
 /**
  * Every SQL statement about chunks, their vectors, their full-text index, their BM25 statistics and
@@ -44,7 +44,7 @@ export interface ChunkToWrite {
   text: string;
   heading: string | null;
   tokens: number;
-  /** The vector, packed (vectors.ts). */
+  /** The vector, in binary form (vectors.ts). */
   embedding: PackedVector;
   /** Its knowledge-graph entities when already found (ingestion finds them in its sandbox); else found on writing. */
   mentions?: Mention[];
@@ -62,16 +62,12 @@ export interface ChunkToWrite {
 export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: ChunkToWrite[], now: Date): Promise<void> {
   if (rows.length === 0) return;
   const values = sql.join(
-    rows.map((r) => {
-      const [e, ints, n] = packedColumns(r.embedding);
-      return sql`(${r.id}, ${String(r.index)}, ${r.text}, ${r.heading}, ${String(r.tokens)}, ${e}, ${ints}, ${n})`;
-    }),
+    rows.map((r) => sql`(${r.id}, ${String(r.index)}, ${r.text}, ${r.heading}, ${String(r.tokens)}, ${vectorParam(r.embedding)})`),
     sql`, `,
   );
   const at = now.toISOString();
   await tx.execute(sql`
-    with v as (select * from (values ${values}) as v(id, idx, text, heading, tokens, e, ints, n)),
-    scales as (${batchScales(sql`v`)}),
+    with v as (select * from (values ${values}) as v(id, idx, text, heading, tokens, embedding)),
     written as (
       insert into chunks (id, upload_id, chunk_index, text, heading, tokens, tsv, lex_len, created_at, updated_at)
       select v.id, ${uploadId}, v.idx::int, v.text, v.heading, v.tokens::int, x.tsv,
@@ -79,7 +75,7 @@ export async function insertChunkBatch(tx: DbOrTx, uploadId: string, rows: Chunk
              ${at}::timestamptz, ${at}::timestamptz
         from v cross join lateral (select to_tsvector('english', v.text) as tsv offset 0) x)
     insert into chunk_vectors_staged (chunk_id, upload_id, embedding)
-    select v.id, ${uploadId}, ${scaledColumns('v', 'sc')} from v join scales sc on ${scaledJoin('v', 'sc')}`);
+    select v.id, ${uploadId}, v.embedding from v`);
 }
 
 /** A Postgres int[] literal. */
@@ -607,20 +603,16 @@ export async function chunkTextsAfter(db: DbOrTx, afterId: string, limit: number
 export async function updateChunkEmbeddings(db: DbOrTx, rows: Array<{ id: string; text: string; embedding: PackedVector }>): Promise<void> {
   if (rows.length === 0) return;
   const values = sql.join(
-    rows.map((r) => {
-      const [e, ints, n] = packedColumns(r.embedding);
-      return sql`(${r.id}, ${r.text}, ${e}, ${ints}, ${n})`;
-    }),
+    rows.map((r) => sql`(${r.id}, ${r.text}, ${vectorParam(r.embedding)})`),
     sql`, `,
   );
   await db.execute(sql`
     with fresh as (
-      select c.id, c.upload_id, v.e, v.ints, v.n from (values ${values}) as v(id, text, e, ints, n) join chunks c on c.id = v.id and c.text = v.text
+      select c.id, c.upload_id, v.embedding from (values ${values}) as v(id, text, embedding) join chunks c on c.id = v.id and c.text = v.text
          for key share of c),
-    scales as (${batchScales(sql`fresh`)}),
     unstaged as (delete from chunk_vectors_staged s using fresh where s.chunk_id = fresh.id)
     insert into chunk_vectors (chunk_id, upload_id, embedding)
-    select fresh.id, fresh.upload_id, ${scaledColumns('fresh', 'sc')} from fresh join scales sc on ${scaledJoin('fresh', 'sc')}
+    select fresh.id, fresh.upload_id, fresh.embedding from fresh
     on conflict (chunk_id) do update set embedding = excluded.embedding`);
 }
 
