@@ -39,10 +39,11 @@ const INSERT_BATCH_ROWS = 200;
 /**
  * On a single-connection database (PGlite), files with more chunks than this are written in staged
  * batches of STAGED_BATCH_ROWS: the engine runs one statement at a time for the whole app, and a batch
- * of 50 chunks holds it ~60–90 ms (its chunk rows ~1.2 ms a chunk, then its mentions).
+ * of 80 chunks holds it ~50–65 ms (its chunk rows ~0.55–0.7 ms a chunk, then its mentions ~0.1 ms a chunk;
+ * with 1.2 ms a chunk before vectors were sent in binary form, this was 50 chunks for the same time).
  */
 export const ATOMIC_MAX_ROWS = 200;
-const STAGED_BATCH_ROWS = 50;
+const STAGED_BATCH_ROWS = 80;
 
 /**
  * PGlite statements and the local embedder resolve through microtasks only: without an explicit
