@@ -9,7 +9,7 @@ import { enqueue, Worker, type Job } from '../src/platform/jobs.js';
 import { LocalEmbedder } from '../src/providers/embeddings/index.js';
 import type { Embedder } from '../src/providers/embeddings/types.js';
 import { ManualClock } from '../src/shared/clock.js';
-import { EMBEDDER_CHANGED_MESSAGE, INGEST_MAX_ATTEMPTS } from '../src/modules/vault/ingest/pipeline.js';
+import { EMBEDDER_CHANGED_MESSAGE, INGEST_MAX_ATTEMPTS, STAGED_BATCH_ROWS } from '../src/modules/vault/ingest/pipeline.js';
 import { checkEmbedder, reembedAll } from '../src/modules/vault/ingest/reembed.js';
 import { embeddingColumnDimensions, readEmbedderState } from '../src/modules/search/search.repository.js';
 import { newId } from '../src/shared/ids.js';
@@ -252,7 +252,7 @@ describe('vault ingestion: every format through HTTP and the real pipeline', () 
       const ahead = seen.slice(0, -1);
       assert.ok(ahead.length >= 4, `staged batches seen: ${JSON.stringify(seen.map((s) => s.n))}`);
       for (let i = 1; i < ahead.length; i++) {
-        assert.ok(ahead[i]!.n - ahead[i - 1]!.n <= 50, `one batch of 50 at a time: ${JSON.stringify(seen.map((s) => s.n))}`);
+        assert.ok(ahead[i]!.n - ahead[i - 1]!.n <= STAGED_BATCH_ROWS, `one batch of ${STAGED_BATCH_ROWS} at a time: ${JSON.stringify(seen.map((s) => s.n))}`);
         // each batch waited 250 ms for the busy app (polling every 10 ms sees it a little late or early)
         assert.ok(ahead[i]!.at - ahead[i - 1]!.at >= 150, `batches ${Math.round(ahead[i]!.at - ahead[i - 1]!.at)} ms apart`);
       }

@@ -43,7 +43,7 @@ const INSERT_BATCH_ROWS = 200;
  * with 1.2 ms a chunk before vectors were sent in binary form, this was 50 chunks for the same time).
  */
 export const ATOMIC_MAX_ROWS = 200;
-const STAGED_BATCH_ROWS = 80;
+export const STAGED_BATCH_ROWS = 80;
 
 /**
  * PGlite statements and the local embedder resolve through microtasks only: without an explicit
