@@ -104,6 +104,26 @@ test('0010 puts every graph edge in code point order; a pair held both ways keep
   });
 });
 
+test('0015 keeps each upload\'s edges as one list per first entity (neighbours in code point order), still one row an edge through kg_edges', async () => {
+  await beforeMigration('0015_graph_edges_as_lists', async (pg, at) => {
+    await pg.exec(`insert into kg_edges (upload_id, a, b, weight) values
+      ('u1', 'a', 'é', 2), ('u1', 'a', 'b', 1), ('u1', 'a', 'z', 5), ('u1', 'b', 'c', 3), ('u2', 'x', 'y', 4)`);
+    await apply(pg, tags[at]!);
+    assert.deepEqual((await pg.query(`select upload_id, a, bs, ws from kg_edge_lists order by upload_id, a`)).rows, [
+      { upload_id: 'u1', a: 'a', bs: ['b', 'z', 'é'], ws: [1, 5, 2] },
+      { upload_id: 'u1', a: 'b', bs: ['c'], ws: [3] },
+      { upload_id: 'u2', a: 'x', bs: ['y'], ws: [4] },
+    ]);
+    assert.deepEqual((await pg.query(`select upload_id, a, b, weight from kg_edges order by upload_id, a, b collate "C"`)).rows, [
+      { upload_id: 'u1', a: 'a', b: 'b', weight: 1 },
+      { upload_id: 'u1', a: 'a', b: 'z', weight: 5 },
+      { upload_id: 'u1', a: 'a', b: 'é', weight: 2 },
+      { upload_id: 'u1', a: 'b', b: 'c', weight: 3 },
+      { upload_id: 'u2', a: 'x', b: 'y', weight: 4 },
+    ]);
+  });
+});
+
 test('0011 records the reservations left open before it (a reserve without a release), so that the sweep ends them', async () => {
   await beforeMigration('0011_credit_reservations', async (pg, at) => {
     await pg.exec(`set session_replication_role = replica`); // ledger rows of holders that are not there

@@ -70,7 +70,7 @@ test('regraph rebuilds a graph that is missing, the same graph as ingestion wrot
   const ingested = await graphRows();
   assert.ok(ingested.mentions.length > 0 && ingested.entities.length > 0 && ingested.edges.length > 0);
   await t.database.db.execute(sql`delete from kg_entities`);
-  await t.database.db.execute(sql`delete from kg_edges`);
+  await t.database.db.execute(sql`delete from kg_edge_lists`);
   await t.database.db.execute(sql`delete from kg_mentions`);
   // as every writer of graph rows does (refreshUploadIndex): a new version, so no copy held in memory is used
   await t.database.db.execute(sql`update upload_index_stats set version = nextval('upload_index_version')`);

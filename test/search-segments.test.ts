@@ -506,7 +506,7 @@ test('the graph rows ingestion computes in its sandbox (uploadGraph) equal the r
   assert.deepEqual(edgeRows(js, names).map((e) => [e[0], e[1]]), ordered.edges.map((e) => [e.a, e.b]));
   // and written through the ingestion's path, the same rows again
   await db.execute(sql`delete from kg_entities where upload_id = ${id}`);
-  await db.execute(sql`delete from kg_edges where upload_id = ${id}`);
+  await db.execute(sql`delete from kg_edge_lists where upload_id = ${id}`);
   await writeUploadGraph(db, id, js);
   const again = {
     entities: await rowsOf<{ name: string; kind: string; n: number }>(db, sql`select name, kind, chunk_count as n from kg_entities where upload_id = ${id}`),

@@ -282,7 +282,7 @@ describe('vault embedding chunks and sanitize', () => {
     for (const end of ['given up', 'retried'] as const) {
       const gone = newId();
       await t.database.db.execute(sql`insert into kg_entities (upload_id, name, kind, chunk_count) values (${gone}, 'orphan', 'name', 1)`);
-      await t.database.db.execute(sql`insert into kg_edges (upload_id, a, b, weight) values (${gone}, 'a', 'b', 1)`);
+      await t.database.db.execute(sql`insert into kg_edge_lists (upload_id, a, bs, ws) values (${gone}, 'a', '{b}', '{1}')`);
       assert.equal(await graphOf(gone), 2);
       if (end === 'given up') await giveUp({ payload: { uploadId: gone } } as unknown as Job, 'worker died');
       else {

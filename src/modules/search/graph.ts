@@ -318,5 +318,25 @@ export function edgeRows(graph: UploadGraph, names: readonly string[], from = 0,
   return rows;
 }
 
+/**
+ * The graph's edges as lists, one per first entity `a` (its neighbours b in code point order and their
+ * weights), in order of a: the rows of kg_edge_lists. UploadGraph's edges are ordered by (a, b).
+ */
+export function edgeLists(graph: UploadGraph, names: readonly string[]): Array<[string, string[], number[]]> {
+  const lists: Array<[string, string[], number[]]> = [];
+  let current = -1;
+  for (let e = 0; e < graph.edges.length; e += 3) {
+    const a = graph.edges[e]!;
+    if (a !== current) {
+      lists.push([names[a]!, [], []]);
+      current = a;
+    }
+    const list = lists[lists.length - 1]!;
+    list[1].push(names[graph.edges[e + 1]!]!);
+    list[2].push(graph.edges[e + 2]!);
+  }
+  return lists;
+}
+
 /** The names of a graph, by entity index. */
 export const graphNames = (graph: UploadGraph): string[] => (graph.names === '' ? [] : graph.names.split('\u0000'));

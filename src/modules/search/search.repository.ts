@@ -33,7 +33,7 @@ export async function deleteChunksOf(tx: DbOrTx, uploadId: string): Promise<void
 /** Removes everything indexed for an upload: chunks (their mentions cascade), graph rows, statistics. */
 export async function removeUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
   await tx.execute(sql`delete from chunks where upload_id = ${uploadId}`);
-  await tx.execute(sql`delete from kg_edges where upload_id = ${uploadId}`);
+  await tx.execute(sql`delete from kg_edge_lists where upload_id = ${uploadId}`);
   await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId}`);
   await tx.execute(sql`delete from upload_index_stats where upload_id = ${uploadId}`);
 }
@@ -108,57 +108,58 @@ const kindRank = (kind: SQL) => sql`(case ${kind} when 'phrase' then 2 when 'qua
 /**
  * The entities (kind by kindRank, chunk count) and co-occurrence edges (pairs among the EDGE_RANK most
  * salient entities of each chunk, a before b in code point order: the "C" collation, whatever the
- * database's; weight = chunks where both occur) of all the upload's chunks, from its stored mentions;
- * graph.ts uploadGraph computes the same rows. `only`: just these entities and these edges (the rows a
- * chunk edit touches), by the same formulas.
+ * database's; weight = chunks where both occur; stored as one list per a, its b in code point order) of
+ * all the upload's chunks, from its stored mentions; graph.ts uploadGraph computes the same rows. `only`:
+ * just these entities and the edge lists of these first entities `as` (the rows a chunk edit touches), by
+ * the same formulas.
  */
-async function insertGraphRowsFromMentions(tx: DbOrTx, uploadId: string, only?: { names: readonly string[]; pairs: ReadonlyArray<readonly [string, string]> }): Promise<void> {
+async function insertGraphRowsFromMentions(tx: DbOrTx, uploadId: string, only?: { names: readonly string[]; as: readonly string[] }): Promise<void> {
   // restricted: only the chunks that name one of them can count towards these entities and edges
-  const chunksNaming = only ? sql`and m.names && ${textArray(only.names)}::text[]` : sql``;
+  const chunksNaming = (names: readonly string[]) => (only ? sql`and m.names && ${textArray(names)}::text[]` : sql``);
   const names = only ? sql`and e.name = any(${textArray(only.names)}::text[])` : sql``;
   await tx.execute(sql`
     insert into kg_entities (upload_id, name, kind, chunk_count)
     select ${uploadId}, e.name, (array_agg(e.kind order by ${kindRank(sql`e.kind`)}))[1], count(*)::int
       from kg_mentions m cross join lateral unnest(m.names, m.kinds) as e(name, kind)
-     where m.upload_id = ${uploadId} ${chunksNaming} ${names} group by e.name`);
-  if (only?.pairs.length === 0) return;
-  const pairs = only ? sql`and (p.a, p.b) in (${pairList(only.pairs)})` : sql``;
+     where m.upload_id = ${uploadId} ${chunksNaming(only?.names ?? [])} ${names} group by e.name`);
+  if (only?.as.length === 0) return;
+  const firsts = only ? sql`and p.a = any(${textArray(only.as)}::text[])` : sql``;
   await tx.execute(sql`
-    insert into kg_edges (upload_id, a, b, weight)
-    select ${uploadId}, p.a, p.b, count(*)::int
-      from kg_mentions m cross join lateral (
-             select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2 collate "C") p
-     where m.upload_id = ${uploadId} ${chunksNaming} ${pairs}
-     group by p.a, p.b`);
+    insert into kg_edge_lists (upload_id, a, bs, ws)
+    select ${uploadId}, e.a, array_agg(e.b order by e.b collate "C"), array_agg(e.w order by e.b collate "C")
+      from (select p.a, p.b, count(*)::int as w
+              from kg_mentions m cross join lateral (
+                     select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2 collate "C") p
+             where m.upload_id = ${uploadId} ${chunksNaming(only?.as ?? [])} ${firsts}
+             group by p.a, p.b) e
+     group by e.a`);
 }
-
-/** Pairs of names as a set-returning subquery (a, b). */
-const pairList = (pairs: ReadonlyArray<readonly [string, string]>) =>
-  sql`select * from unnest(${textArray(pairs.map((p) => p[0]))}::text[], ${textArray(pairs.map((p) => p[1]))}::text[])`;
 
 /**
  * Ingestion: a slice of the upload's graph rows, computed in its sandbox (graph.ts uploadGraph, the
- * same rows as insertGraphRowsFromMentions), in two plain inserts of arrays. A large file's graph is written in many
- * such short statements: the embedded engine runs one statement at a time for the whole app, and one
- * statement for the graph of a 10 MB file held it ~4 s.
+ * same rows as insertGraphRowsFromMentions): entities, and edge lists [a, its b's, their weights], each in
+ * one plain insert of arrays. A large file's graph is written in many such short statements: the embedded
+ * engine runs one statement at a time for the whole app, and one statement for the graph of a 10 MB file
+ * held it ~4 s.
  */
 export async function insertGraphRows(
   tx: DbOrTx,
   uploadId: string,
-  rows: { entities: ReadonlyArray<readonly [string, string, number]>; edges: ReadonlyArray<readonly [string, string, number]> },
+  rows: { entities: ReadonlyArray<readonly [string, string, number]>; edgeLists: ReadonlyArray<readonly [string, readonly string[], readonly number[]]> },
 ): Promise<void> {
-  const { entities, edges } = rows;
+  const { entities, edgeLists } = rows;
   if (entities.length > 0) {
     await tx.execute(sql`
       insert into kg_entities (upload_id, name, kind, chunk_count)
       select ${uploadId}, e.name, e.kind, e.n
         from unnest(${textArray(entities.map((e) => e[0]))}::text[], ${textArray(entities.map((e) => e[1]))}::text[], ${intArray(entities.map((e) => e[2]))}::int[]) as e(name, kind, n)`);
   }
-  if (edges.length > 0) {
+  if (edgeLists.length > 0) {
     await tx.execute(sql`
-      insert into kg_edges (upload_id, a, b, weight)
-      select ${uploadId}, e.a, e.b, e.w
-        from unnest(${textArray(edges.map((e) => e[0]))}::text[], ${textArray(edges.map((e) => e[1]))}::text[], ${intArray(edges.map((e) => e[2]))}::int[]) as e(a, b, w)`);
+      insert into kg_edge_lists (upload_id, a, bs, ws)
+      select ${uploadId}, e.a, e.bs::text[], e.ws::int[]
+        -- each list travels as the text of an array inside a text[], cast back to an array here
+        from unnest(${textArray(edgeLists.map((e) => e[0]))}::text[], ${textArray(edgeLists.map((e) => textArray(e[1])))}::text[], ${textArray(edgeLists.map((e) => intArray(e[2])))}::text[]) as e(a, bs, ws)`);
   }
 }
 
@@ -184,10 +185,11 @@ export async function refreshUploadStatistics(tx: DbOrTx, uploadId: string): Pro
  */
 async function refreshGraphRowsOf(tx: DbOrTx, uploadId: string, oldNames: readonly string[], newNames: readonly string[]): Promise<void> {
   const names = [...new Set([...oldNames, ...newNames])];
-  const pairs = [...new Map([...edgePairs(oldNames), ...edgePairs(newNames)].map((p) => [`${p[0]}\u0000${p[1]}`, p])).values()];
+  // the edge lists of every first entity of a touched pair, whole (the rest of each list may be unchanged)
+  const as = [...new Set([...edgePairs(oldNames), ...edgePairs(newNames)].map((p) => p[0]))];
   await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId} and name = any(${textArray(names)}::text[])`);
-  if (pairs.length > 0) await tx.execute(sql`delete from kg_edges where upload_id = ${uploadId} and (a, b) in (${pairList(pairs)})`);
-  await insertGraphRowsFromMentions(tx, uploadId, { names, pairs });
+  if (as.length > 0) await tx.execute(sql`delete from kg_edge_lists where upload_id = ${uploadId} and a = any(${textArray(as)}::text[])`);
+  await insertGraphRowsFromMentions(tx, uploadId, { names, as });
 }
 
 /**
@@ -197,7 +199,7 @@ async function refreshGraphRowsOf(tx: DbOrTx, uploadId: string, oldNames: readon
 export async function refreshUploadIndex(tx: DbOrTx, uploadId: string): Promise<void> {
   await refreshUploadStatistics(tx, uploadId);
   await tx.execute(sql`delete from kg_entities where upload_id = ${uploadId}`);
-  await tx.execute(sql`delete from kg_edges where upload_id = ${uploadId}`);
+  await tx.execute(sql`delete from kg_edge_lists where upload_id = ${uploadId}`);
   await insertGraphRowsFromMentions(tx, uploadId);
 }
 
@@ -344,21 +346,24 @@ export async function entityPage(db: DbOrTx, uploadIds: readonly string[], after
   return row?.page ? (JSON.parse(row.page) as Array<[string, string, string]>) : [];
 }
 
-/** A page of the uploads' co-occurrence edges in (upload, a, b) order after `after`: `[upload, a, b, weight]` each (as entityPage). */
-export async function edgePage(
+/**
+ * A page of the uploads' co-occurrence edge lists in (upload, a) order after `after`: `[upload, a, its b's,
+ * their weights]` each (as entityPage); `limit` lists.
+ */
+export async function edgeListPage(
   db: DbOrTx,
   uploadIds: readonly string[],
-  after: { uploadId: string; a: string; b: string },
+  after: { uploadId: string; a: string },
   limit: number,
-): Promise<Array<[string, string, string, number]>> {
+): Promise<Array<[string, string, string[], number[]]>> {
   const [row] = await rowsOf<{ page: string | null }>(
     db,
-    sql`select json_agg(json_build_array(p.upload_id, p.a, p.b, p.weight))::text as page from (
-          select upload_id, a, b, weight from kg_edges
-           where upload_id = any(${textArray(uploadIds)}::text[]) and (upload_id, a, b) > (${after.uploadId}, ${after.a}, ${after.b})
-           order by upload_id, a, b limit ${limit}) p`,
+    sql`select json_agg(json_build_array(p.upload_id, p.a, p.bs, p.ws))::text as page from (
+          select upload_id, a, bs, ws from kg_edge_lists
+           where upload_id = any(${textArray(uploadIds)}::text[]) and (upload_id, a) > (${after.uploadId}, ${after.a})
+           order by upload_id, a limit ${limit}) p`,
   );
-  return row?.page ? (JSON.parse(row.page) as Array<[string, string, string, number]>) : [];
+  return row?.page ? (JSON.parse(row.page) as Array<[string, string, string[], number[]]>) : [];
 }
 
 /** websearch_to_tsquery of a query in its text form (quoted phrases, -exclusions, or). */
