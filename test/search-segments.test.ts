@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { writeIndexedChunks, writeUploadGraph } from '../src/modules/search/indexing.js';
-import { compareCodePoints, edgeRows, entityRows, graphNames, uploadGraph, type EntityKind, type Mention } from '../src/modules/search/graph.js';
+import { compareCodePoints, edgeLists, entityRows, graphNames, uploadGraph, type EntityKind, type Mention, type UploadGraph } from '../src/modules/search/graph.js';
 import { denseSearch, drainStagedVectors, refreshUploadIndex, replaceChunkText, textArray } from '../src/modules/search/search.repository.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
 import { allowedOf, bm25, entityScores, hashKey, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK, type Allowed } from '../src/modules/search/segments.js';
@@ -493,6 +493,8 @@ test('the graph rows ingestion computes in its sandbox (uploadGraph) equal the r
   };
   const js = uploadGraph(chunks);
   const names = graphNames(js);
+  // the lists ingestion writes (edgeLists), one row an edge as the kg_edges view shows them
+  const edgeRows = (graph: UploadGraph, of: readonly string[]) => edgeLists(graph, of).flatMap(([a, bs, ws]) => bs.map((b, i) => [a, b, ws[i]!] as const));
   const sorted = <T>(xs: T[]) => xs.map((x) => JSON.stringify(x)).sort();
   assert.deepEqual(sorted(entityRows(js, names)), sorted(sqlRows.entities.map((e) => [e.name, e.kind, Number(e.n)])));
   assert.deepEqual(sorted(edgeRows(js, names)), sorted(sqlRows.edges.map((e) => [e.a, e.b, Number(e.w)])));

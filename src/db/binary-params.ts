@@ -9,8 +9,7 @@ import type { PGlite } from '@electric-sql/pglite';
  * already sends a Buffer in binary format.
  */
 export function sendBytesAsBinary(pg: PGlite): void {
-  const asText = (value: unknown) => String(value);
-  const bytesOrText = (value: unknown) => (ArrayBuffer.isView(value) ? value : asText(value));
+  const bytesOrText = (value: unknown) => (ArrayBuffer.isView(value) ? value : String(value));
   pg.serializers = new Proxy(pg.serializers, {
     get: (known, type) => (Reflect.get(known, type) as unknown) ?? (typeof type === 'string' && /^\d+$/.test(type) ? bytesOrText : undefined),
   });

@@ -311,13 +311,6 @@ export function entityRows(graph: UploadGraph, names: readonly string[], from = 
   return rows;
 }
 
-/** The graph's edge rows [a, b, weight], edges from..to. */
-export function edgeRows(graph: UploadGraph, names: readonly string[], from = 0, to = graph.edges.length / 3): Array<[string, string, number]> {
-  const rows: Array<[string, string, number]> = [];
-  for (let e = from; e < Math.min(to, graph.edges.length / 3); e++) rows.push([names[graph.edges[e * 3]!]!, names[graph.edges[e * 3 + 1]!]!, graph.edges[e * 3 + 2]!]);
-  return rows;
-}
-
 /**
  * The graph's edges as lists, one per first entity `a` (its neighbours b in code point order and their
  * weights), in order of a: the rows of kg_edge_lists. UploadGraph's edges are ordered by (a, b).

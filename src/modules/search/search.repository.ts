@@ -115,13 +115,13 @@ const kindRank = (kind: SQL) => sql`(case ${kind} when 'phrase' then 2 when 'qua
  */
 async function insertGraphRowsFromMentions(tx: DbOrTx, uploadId: string, only?: { names: readonly string[]; as: readonly string[] }): Promise<void> {
   // restricted: only the chunks that name one of them can count towards these entities and edges
-  const chunksNaming = (names: readonly string[]) => (only ? sql`and m.names && ${textArray(names)}::text[]` : sql``);
+  const chunksNaming = (names: readonly string[] | undefined) => (names ? sql`and m.names && ${textArray(names)}::text[]` : sql``);
   const names = only ? sql`and e.name = any(${textArray(only.names)}::text[])` : sql``;
   await tx.execute(sql`
     insert into kg_entities (upload_id, name, kind, chunk_count)
     select ${uploadId}, e.name, (array_agg(e.kind order by ${kindRank(sql`e.kind`)}))[1], count(*)::int
       from kg_mentions m cross join lateral unnest(m.names, m.kinds) as e(name, kind)
-     where m.upload_id = ${uploadId} ${chunksNaming(only?.names ?? [])} ${names} group by e.name`);
+     where m.upload_id = ${uploadId} ${chunksNaming(only?.names)} ${names} group by e.name`);
   if (only?.as.length === 0) return;
   const firsts = only ? sql`and p.a = any(${textArray(only.as)}::text[])` : sql``;
   await tx.execute(sql`
@@ -130,7 +130,7 @@ async function insertGraphRowsFromMentions(tx: DbOrTx, uploadId: string, only?: 
       from (select p.a, p.b, count(*)::int as w
               from kg_mentions m cross join lateral (
                      select n1 as a, n2 as b from unnest(m.names[1:${EDGE_RANK}]) n1, unnest(m.names[1:${EDGE_RANK}]) n2 where n1 < n2 collate "C") p
-             where m.upload_id = ${uploadId} ${chunksNaming(only?.as ?? [])} ${firsts}
+             where m.upload_id = ${uploadId} ${chunksNaming(only?.as)} ${firsts}
              group by p.a, p.b) e
      group by e.a`);
 }
@@ -176,8 +176,8 @@ export async function refreshUploadStatistics(tx: DbOrTx, uploadId: string): Pro
 }
 
 /**
- * A chunk edit: the graph rows its old and new entities touch (their entities, and the edges among the
- * first EDGE_RANK of either), recomputed from the upload's stored mentions by the formulas of
+ * A chunk edit: the graph rows its old and new entities touch (their entities, and the whole edge list of
+ * the first entity of each pair among the first EDGE_RANK of either), recomputed from the upload's stored mentions by the formulas of
  * insertGraphRowsFromMentions restricted to them; the rest of the upload's graph cannot have changed. A
  * 6,000-chunk file's whole graph takes seconds to recompute, in a transaction every query waits behind
  * on the embedded engine; this aggregates only the mentions of the chunks that name one of those entities

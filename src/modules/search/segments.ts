@@ -79,8 +79,8 @@ const countOf = (packed: number) => packed & MAX_COUNT;
 const PAGE_CHUNKS = 500;
 /** Entity and edge rows read per statement (about 0.5 MB of JSON; a 10 MB file has ~70,000 entities and ~180,000 edges). */
 const GRAPH_PAGE_ROWS = 10_000;
-/** Edges in a stored edge list, for paging by about GRAPH_PAGE_ROWS edges (the 10 MB file: 178,646 in 7,526 lists). */
-const EDGES_PER_LIST = 20;
+/** Edges in a stored edge list on average, for paging by about GRAPH_PAGE_ROWS edges (the 10 MB file: 178,646 in 7,526 lists). */
+const EDGES_PER_LIST = 24;
 /** The longest a segment's reading or building runs on the request loop before it yields. */
 const SLICE_MS = 8;
 /** Uploads read together when a scope's copies are missing. */
@@ -373,7 +373,6 @@ async function readSegments(db: DbOrTx, uploads: ReadonlyMap<string, number>, ho
     ([uploadId, name, kind]) => void entities.get(uploadId)!.push([name, kind]),
   );
   const edges = new Map<string, Array<[string, string, number]>>(ids.map((id) => [id, []]));
-  // edge lists per statement for about graphPageRows edges (a list holds ~24 on average)
   const listsPerPage = Math.max(1, Math.ceil(graphPageRows / EDGES_PER_LIST));
   await forEachPage<[string, string, string[], number[]]>(
     (last) => repo.edgeListPage(db, ids, last ? { uploadId: last[0], a: last[1] } : { uploadId: '', a: '' }, listsPerPage),
