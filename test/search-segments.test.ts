@@ -475,7 +475,8 @@ test('the graph rows ingestion computes in its sandbox (uploadGraph) equal the r
   await insertUpload(db, { id, originalname: 'g.txt', filesize: 1, mimetype: 'text/plain', scope: 'personal', ownerUserId: w.userA1.id, accountId: w.accountA.id, status: 'processing', storageKey: id, sha256: id });
   // names whose order differs between UTF-16 code units, code points and a linguistic collation; one name
   // found with several kinds; more than EDGE_RANK mentions in a chunk; ranks given out of order
-  const pool = ['zeta', 'Zeta', 'a-b', 'ab', 'a b', 'é', 'e', '\u{1F600} face', '\uFFFD mark', 'ﬁre', 'fire', '10 km', 'nasa', 'boundary layer', 'x'];
+  // and a quote and a backslash: an edge list travels as array text inside an array literal (escaped twice)
+  const pool = ['zeta', 'Zeta', 'a-b', 'ab', 'a b', 'é', 'e', '\u{1F600} face', '\uFFFD mark', 'ﬁre', 'fire', '10 km', 'nasa', 'boundary layer', 'x', 'say "hi"', 'back\\slash'];
   const kinds: EntityKind[] = ['name', 'acronym', 'quantity', 'phrase'];
   let seed = 11;
   const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
