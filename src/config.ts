@@ -202,6 +202,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     apiKey: str('EMBEDDINGS_API_KEY'),
     model: str('EMBEDDINGS_MODEL'),
     dimensions: int('EMBEDDINGS_DIMENSIONS', 384, 8, 4000),
+    localVersion: int('EMBEDDINGS_LOCAL_VERSION', 2, 1, 2) as 1 | 2,
     batchSize: int('EMBEDDINGS_BATCH_SIZE', 64, 1, 2048),
     timeoutMs: int('EMBEDDINGS_TIMEOUT_MS', 60_000, 100, 600_000),
     maxRetries: int('EMBEDDINGS_MAX_RETRIES', 2, 0, 10),

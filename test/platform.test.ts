@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildApp } from '../src/app.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { createEmbedder } from '../src/providers/embeddings/index.js';
 import { bearer, login, makeWorld, openTestDatabase, startTestApp, testConfig, type TestApp } from './support/app.js';
 
 describe('platform: errors, operations, OpenAPI', () => {
@@ -286,5 +287,14 @@ describe('configuration', () => {
 
   test('openai-compatible providers need their endpoint', () => {
     assert.throws(() => loadConfig({ NODE_ENV: 'test', JWT_SECRET: 'x'.repeat(40), ENCRYPTION_KEY: 'y'.repeat(40), LLM_PROVIDER: 'openai-compatible' }), /LLM_BASE_URL is required/);
+  });
+
+  test('the local embedder is version 2 unless EMBEDDINGS_LOCAL_VERSION says 1; other values are refused', () => {
+    const base = { NODE_ENV: 'test', JWT_SECRET: 'x'.repeat(40), ENCRYPTION_KEY: 'y'.repeat(40) };
+    assert.equal(loadConfig(base).embeddings.localVersion, 2);
+    assert.equal(loadConfig({ ...base, EMBEDDINGS_LOCAL_VERSION: '1' }).embeddings.localVersion, 1);
+    assert.equal(createEmbedder(loadConfig({ ...base, EMBEDDINGS_LOCAL_VERSION: '1' }).embeddings).id, 'local:hashed-ngrams-v1:384');
+    assert.equal(createEmbedder(loadConfig(base).embeddings).id, 'local:hashed-ngrams-v2:384');
+    assert.throws(() => loadConfig({ ...base, EMBEDDINGS_LOCAL_VERSION: '3' }), /EMBEDDINGS_LOCAL_VERSION/);
   });
 });

@@ -3,6 +3,7 @@
  * Every file is built here, for real (pdf-lib for PDF, docx for DOCX); the OpenAI-compatible
  * embedder talks to a small HTTP server on 127.0.0.1.
  */
+import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
@@ -328,7 +329,7 @@ describe('LocalEmbedder', () => {
   const embedder = new LocalEmbedder();
 
   test('id, dimensions, unit norm, deterministic across instances', async () => {
-    assert.equal(embedder.id, 'local:hashed-ngrams-v1:384');
+    assert.equal(embedder.id, 'local:hashed-ngrams-v2:384');
     assert.equal(embedder.dimensions, 384);
     const texts = ['The cat sat on the mat.', 'Quarterly revenue grew by twelve percent.'];
     const [a, b] = await embedder.embed(texts);
@@ -336,7 +337,9 @@ describe('LocalEmbedder', () => {
     assert.ok(Math.abs(norm(a!) - 1) < 1e-9 && Math.abs(norm(b!) - 1) < 1e-9);
     assert.deepEqual(await new LocalEmbedder(384).embed(texts), [a, b]);
     assert.notDeepEqual(a, b);
-    assert.equal(new LocalEmbedder(64).id, 'local:hashed-ngrams-v1:64');
+    assert.equal(new LocalEmbedder(64).id, 'local:hashed-ngrams-v2:64');
+    assert.equal(new LocalEmbedder(64, 1).id, 'local:hashed-ngrams-v1:64');
+    assert.throws(() => new LocalEmbedder(64, 3 as never), /unknown version/);
     assert.equal((await new LocalEmbedder(64).embed(['x y z']))[0]!.length, 64);
   });
 
@@ -352,6 +355,31 @@ describe('LocalEmbedder', () => {
     // shared stems count through character trigrams
     const [payments, payment, weather] = await embedder.embed(['payments', 'payment', 'weather']);
     assert.ok(cosine(payments!, payment!) > cosine(payments!, weather!));
+  });
+
+  test('version 1 still gives the vectors it gave (data directories embedded with it keep matching)', () => {
+    // sha256 of the components to 9 decimals, computed with the code before version 2 existed
+    const v = new LocalEmbedder(384, 1).embedOne('Quarterly revenue grew by twelve percent in the third quarter of 2025.');
+    assert.equal(createHash('sha256').update(v.map((x) => x.toFixed(9)).join(',')).digest('hex').slice(0, 16), 'de8720b8c6dd8b78');
+  });
+
+  test('version 2 leaves out stop words, unless the text has no other word', () => {
+    const v2 = new LocalEmbedder(384);
+    const v1 = new LocalEmbedder(384, 1);
+    // leading and trailing stop words change nothing; between two words they part their pair
+    assert.deepEqual(v2.embedOne('The boundary layer, and what of it?'), v2.embedOne('boundary layer'));
+    assert.notDeepEqual(v1.embedOne('The boundary layer, and what of it?'), v1.embedOne('boundary layer'));
+    assert.notDeepEqual(v2.embedOne('boundary layer of the plate'), v2.embedOne('boundary layer plate'));
+    assert.deepEqual(v2.embedOne('boundary layer of the plate'), v2.embedOne('boundary layer with a plate'));
+    // only stop words: they are the text, as in version 1
+    assert.deepEqual(v2.embedOne('To be or not to be'), v1.embedOne('to be or not to be'));
+    assert.ok(v2.embedOne('to be or not to be').some((x) => x !== 0));
+    // a query shares more of its length with the right passage than with a passage of the same stop words
+    const query = v2.embedOne('what is the heat transfer of a flat plate');
+    const right = v2.embedOne('heat transfer measured on flat plates in supersonic flow');
+    const wrong = v2.embedOne('what is the use of it and what is there to be done');
+    assert.ok(cosine(query, right) > 0.3 && cosine(query, wrong) < 0.05, `${cosine(query, right)} vs ${cosine(query, wrong)}`);
+    assert.ok(cosine(v1.embedOne('what is the heat transfer of a flat plate'), v1.embedOne('what is the use of it and what is there to be done')) > 0.2);
   });
 
   test('empty text and text without words give the zero vector', async () => {
@@ -494,7 +522,7 @@ describe('OpenAiCompatibleEmbedder', () => {
   test('createEmbedder: local by default settings, openai-compatible needs base URL and model', async () => {
     const local = createEmbedder({ ...config(), provider: 'local', dimensions: 384, baseUrl: undefined, model: undefined });
     assert.ok(local instanceof LocalEmbedder);
-    assert.equal(local.id, 'local:hashed-ngrams-v1:384');
+    assert.equal(local.id, 'local:hashed-ngrams-v2:384');
     assert.ok(createEmbedder(config()) instanceof OpenAiCompatibleEmbedder);
     assert.throws(() => createEmbedder(config({ baseUrl: undefined })), /EMBEDDINGS_BASE_URL/);
     assert.throws(() => createEmbedder(config({ model: undefined })), /EMBEDDINGS_MODEL/);
@@ -564,10 +592,12 @@ describe('ingestion bounds: zip containers, content sniffing, the sandbox proces
       const running = slow.run({ bytes: json, mimetype: '', originalname: 'slow.json', limits: DEFAULT_EXTRACT_LIMITS }, ac.signal);
       setTimeout(() => ac.abort(), 50);
       await assert.rejects(running, (err: unknown) => err instanceof JobAbortedError);
-      const doc = await slow.run({ bytes: Buffer.from('A small text file.'), mimetype: '', originalname: 'a.txt', limits: DEFAULT_EXTRACT_LIMITS, localEmbedDimensions: 8 });
+      const doc = await slow.run({ bytes: Buffer.from('A small text file.'), mimetype: '', originalname: 'a.txt', limits: DEFAULT_EXTRACT_LIMITS, localEmbed: { dimensions: 8, version: 1 } });
       assert.equal(doc.chunks.length, 1);
       assert.equal(doc.vectors?.length, 8);
-      assert.equal(doc.embedderId, new LocalEmbedder(8).id);
+      // the version asked for, not the default one
+      assert.equal(doc.embedderId, 'local:hashed-ngrams-v1:8');
+      assert.deepEqual(Array.from(doc.vectors!), new LocalEmbedder(8, 1).embedOne('A small text file.'));
       assert.equal(slow.started, 2);
       await slow.close();
     } finally {

@@ -438,7 +438,8 @@ describe('vault ingestion: embedder changes never mix vectors', () => {
     const database = await openTestDatabase();
     const dataDir = mkdtempSync(join(tmpdir(), 'twin-ingest-'));
     try {
-      const first = await startTestApp({ database, dataDir });
+      // a data directory made by the local embedder's first version, then the upgrade to version 2 (and 64 dimensions)
+      const first = await startTestApp({ database, dataDir, env: { EMBEDDINGS_LOCAL_VERSION: '1' } });
       const world = await makeWorld(database);
       let token = (await login(first.app, world.userA1.email)).accessToken;
       const old = await uploadOk(first.app, token, { name: 'old.txt', type: 'text/plain', content: 'Narwhal tusks are teeth.\n\nThey can grow three metres long.' });
@@ -465,9 +466,9 @@ describe('vault ingestion: embedder changes never mix vectors', () => {
       const [index] = await rowsOf<{ n: number }>(database.db, sql`select count(*)::int as n from pg_indexes where indexname = 'chunk_vectors_hnsw'`);
       assert.equal(index!.n, 1);
       const [after] = await rowsOf<{ value: { id: string; dimensions: number; complete: boolean } }>(database.db, sql`select value from system_state where key = 'embedder'`);
-      assert.deepEqual(after!.value, { id: 'local:hashed-ngrams-v1:64', dimensions: 64, complete: true });
+      assert.deepEqual(after!.value, { id: 'local:hashed-ngrams-v2:64', dimensions: 64, complete: true });
       const [model] = await rowsOf<{ embedding_model: string }>(database.db, sql`select embedding_model from uploads where id = ${old._id}`);
-      assert.equal(model!.embedding_model, 'local:hashed-ngrams-v1:64');
+      assert.equal(model!.embedding_model, 'local:hashed-ngrams-v2:64');
 
       const accepted = await uploadOk(second.app, token, { name: 'again.txt', type: 'text/plain', content: 'Puffins mate for life.' });
       assert.equal((await waitForIngestion(second.app, token, accepted._id)).status, 'active');
@@ -485,19 +486,19 @@ describe('vault ingestion: the embedder check at boot', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'twin-embedder-'));
     try {
       const config = testConfig(dataDir);
-      const node = (dimensions: number) => ({ db: database.db, config, providers: { embedder: new LocalEmbedder(dimensions) }, log: silentLog });
+      const node = (dimensions: number, version: 1 | 2 = 2) => ({ db: database.db, config, providers: { embedder: new LocalEmbedder(dimensions, version) }, log: silentLog });
       assert.equal(await embeddingColumnDimensions(database.db), 384);
       // two nodes booting together with a 64-dimension embedder: one resizes, the other decides again under the lock
       const [a, b] = await Promise.all([checkEmbedder(node(64)), checkEmbedder(node(64))]);
       assert.deepEqual([a.status, b.status].sort(), ['ok', 'recorded']);
       assert.equal(await embeddingColumnDimensions(database.db), 64);
-      assert.deepEqual(await readEmbedderState(database.db), { id: 'local:hashed-ngrams-v1:64', dimensions: 64, complete: true });
+      assert.deepEqual(await readEmbedderState(database.db), { id: 'local:hashed-ngrams-v2:64', dimensions: 64, complete: true });
       const [index] = await rowsOf<{ n: number }>(database.db, sql`select count(*)::int as n from pg_indexes where indexname = 'chunk_vectors_hnsw'`);
       assert.equal(index!.n, 1);
-      // still no chunk: another model is adopted
-      assert.equal((await checkEmbedder(node(384))).status, 'adopted');
+      // still no chunk: another model is adopted (here the local embedder's first version, as a data directory made before version 2)
+      assert.equal((await checkEmbedder(node(384, 1))).status, 'adopted');
       assert.equal(await embeddingColumnDimensions(database.db), 384);
-      assert.equal((await checkEmbedder(node(384))).status, 'ok');
+      assert.equal((await checkEmbedder(node(384, 1))).status, 'ok');
 
       // with a chunk stored, a different embedder is refused and the column left alone
       const world = await makeWorld(database);
@@ -506,7 +507,7 @@ describe('vault ingestion: the embedder check at boot', () => {
         sql`insert into uploads (id, originalname, filesize, mimetype, scope, owner_user_id, account_id, status, storage_key, sha256)
             values (${uploadId}, 'a.txt', 1, 'text/plain', 'personal', ${world.userA1.id}, ${world.accountA.id}, 'active', ${`test/${uploadId}`}, ${'0'.repeat(64)})`,
       );
-      const [vector] = await new LocalEmbedder(384).embed(['kept']);
+      const [vector] = await new LocalEmbedder(384, 1).embed(['kept']);
       const chunkId = newId();
       await database.db.execute(sql`insert into chunks (id, upload_id, chunk_index, text, tokens) values (${chunkId}, ${uploadId}, 0, 'kept', 1)`);
       await database.db.execute(sql`insert into chunk_vectors (chunk_id, upload_id, embedding) values (${chunkId}, ${uploadId}, ${`[${vector!.join(',')}]`}::vector)`);
@@ -514,6 +515,12 @@ describe('vault ingestion: the embedder check at boot', () => {
       assert.equal(refused.status, 'mismatch');
       assert.equal(await embeddingColumnDimensions(database.db), 384);
       assert.equal((await readEmbedderState(database.db))?.id, 'local:hashed-ngrams-v1:384');
+      // the default (version 2) over version 1's vectors: refused, and the message names both ways out
+      const upgraded = await checkEmbedder(node(384));
+      assert.equal(upgraded.status, 'mismatch');
+      assert.match('message' in upgraded ? upgraded.message : '', /made by local:hashed-ngrams-v1:384 .*configured embedder is local:hashed-ngrams-v2:384 .*npm run cli -- reembed.*EMBEDDINGS_LOCAL_VERSION=1/);
+      assert.doesNotMatch('message' in refused ? refused.message : '', /EMBEDDINGS_LOCAL_VERSION/);
+      assert.equal((await checkEmbedder(node(384, 1))).status, 'ok');
     } finally {
       await database.close();
       rmSync(dataDir, { recursive: true, force: true });

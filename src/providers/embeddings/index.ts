@@ -12,7 +12,7 @@ export type { Embedder, EmbeddingsConfig } from './types.js';
 export function createEmbedder(config: EmbeddingsConfig): Embedder {
   switch (config.provider) {
     case 'local':
-      return new LocalEmbedder(config.dimensions);
+      return new LocalEmbedder(config.dimensions, config.localVersion);
     case 'openai-compatible':
       if (!config.baseUrl) {
         throw new Error('EMBEDDINGS_PROVIDER=openai-compatible needs EMBEDDINGS_BASE_URL (the server base URL, e.g. http://localhost:8000/v1)');

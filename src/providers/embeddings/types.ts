@@ -6,6 +6,8 @@ export interface EmbeddingsConfig {
   baseUrl?: string;
   apiKey?: string;
   model?: string;
+  /** local: the hashed embedder's version (2: without English stop words; 1: the first one, every word). */
+  localVersion?: 1 | 2;
   /** Vector length; 384 by default. The database column is vector(dimensions). */
   dimensions: number;
   /** Texts per provider call. */

@@ -167,9 +167,8 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
 
     await progress('extracting', 5);
     // extraction, chunking and (local model) embedding run in a worker thread with heap and time limits
-    const local = embedder instanceof LocalEmbedder;
     const doc = await deps.prepare(
-      { bytes: buffer, mimetype: upload.mimetype, originalname: upload.originalname, limits: deps.limits, localEmbedDimensions: local ? embedder.dimensions : undefined },
+      { bytes: buffer, mimetype: upload.mimetype, originalname: upload.originalname, limits: deps.limits, localEmbed: embedder instanceof LocalEmbedder ? { dimensions: embedder.dimensions, version: embedder.version } : undefined },
       options.signal,
     );
     timings.extract = doc.timings.extract;

@@ -4,7 +4,7 @@
  * in the ingestion sandbox process (sandbox.ts), never on the request loop: a hostile file can then cost
  * at most that process's heap and time budget.
  */
-import { LocalEmbedder } from '../../../providers/embeddings/local.js';
+import { LocalEmbedder, type LocalEmbedderVersion } from '../../../providers/embeddings/local.js';
 import { extractEntities, uploadGraph, type Mention, type UploadGraph } from '../../search/graph.js';
 import { chunkText } from './chunker.js';
 import { loadEncoding } from '../../../providers/llm/tokens.js';
@@ -15,8 +15,8 @@ export interface PrepareTask {
   mimetype: string;
   originalname: string;
   limits: ExtractLimits;
-  /** Embed here with the local (hashed n-gram) model of this many dimensions; absent: the caller embeds. */
-  localEmbedDimensions?: number;
+  /** Embed here with the local (hashed n-gram) model of these dimensions and version; absent: the caller embeds. */
+  localEmbed?: { dimensions: number; version: LocalEmbedderVersion };
 }
 
 export interface PreparedChunk {
@@ -59,8 +59,8 @@ export async function prepareDocument(task: PrepareTask): Promise<PreparedDocume
   const graph = uploadGraph(chunks.map((c) => c.mentions));
   const entities = lap();
   const result: PreparedDocument = { format: doc.format, pages: doc.pages ?? null, chunks, graph, timings: { extract, chunk, entities } };
-  if (task.localEmbedDimensions !== undefined && chunks.length > 0) {
-    const embedder = new LocalEmbedder(task.localEmbedDimensions);
+  if (task.localEmbed !== undefined && chunks.length > 0) {
+    const embedder = new LocalEmbedder(task.localEmbed.dimensions, task.localEmbed.version);
     const dims = embedder.dimensions;
     const vectors = new Float64Array(chunks.length * dims);
     chunks.forEach((c, i) => vectors.set(embedder.embedOne(c.text), i * dims));
