@@ -3,6 +3,11 @@
 //   POST /branding  what a POST lookup costs in Fastify itself: a JSON body read and parsed, validated
 //                   by a one-field schema (a UUID), and a constant pre-serialized answer. It shows how
 //                   much of POST /api/agent/branding's gap to the ceiling is Fastify's body pipeline.
+// With RAW_PORT, also a node:http server without any framework on that port, answering every POST like
+// the app's branding route does: the body read and parsed, its publicId checked, and the same answer with
+// the same headers (helmet's, cache-control, an ETag, a request id). It is the floor of a POST's cost in
+// Node itself on this machine, whatever framework or app code sits on top.
+import { createServer } from 'node:http';
 import Fastify from 'fastify';
 
 const app = Fastify({ logger: { level: 'warn' } });
@@ -14,4 +19,44 @@ app.post(
   async (_request, reply) => reply.type('application/json; charset=utf-8').send(branding),
 );
 await app.listen({ port: Number(process.env.PORT), host: '127.0.0.1' });
+
+if (process.env.RAW_PORT) {
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+  const headers = {
+    'cross-origin-opener-policy': 'same-origin',
+    'cross-origin-resource-policy': 'same-origin',
+    'origin-agent-cluster': '?1',
+    'referrer-policy': 'no-referrer',
+    'x-content-type-options': 'nosniff',
+    'x-dns-prefetch-control': 'off',
+    'x-download-options': 'noopen',
+    'x-frame-options': 'SAMEORIGIN',
+    'x-permitted-cross-domain-policies': 'none',
+    'x-xss-protection': '0',
+    'cache-control': 'public, max-age=60',
+    etag: '"Jg-z2FYNGbeSY8F9ci81-OnS5QF"',
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': String(Buffer.byteLength(branding)),
+  };
+  let id = 0;
+  const raw = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let publicId: unknown;
+      try {
+        publicId = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { publicId?: unknown }).publicId;
+      } catch {
+        publicId = undefined;
+      }
+      if (typeof publicId !== 'string' || !UUID.test(publicId)) {
+        res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"bad request"}');
+        return;
+      }
+      res.writeHead(200, { ...headers, 'x-request-id': `raw-${++id}` }).end(branding);
+    });
+  });
+  raw.keepAliveTimeout = 72_000;
+  await new Promise<void>((resolve) => raw.listen(Number(process.env.RAW_PORT), '127.0.0.1', resolve));
+}
 console.log('bare ready');

@@ -1,7 +1,8 @@
 /**
  * req/s of POST /api/agent/branding (public, cached) and GET /api/user/memory (authenticated, 20 rows)
  * against a bare Fastify route, in the same run: autocannon in this process, each server in its own
- * process. Targets (issue 10): branding ≥ 80 % of bare, memory ≥ 50 % of bare.
+ * process. Targets (issue 10): branding ≥ 80 % of bare, memory ≥ 50 % of bare. A node:http server without
+ * any framework answering the same POST with the same answer and headers shows what a POST costs in Node itself.
  *
  * On a shared, loaded machine one long run per target measures the neighbours as much as the code, so
  * the targets are measured in interleaved rounds (bare, branding, memory, bare, ...) and the report
@@ -41,6 +42,7 @@ async function api(base: string, method: string, path: string, token: string | n
 const dataDir = mkdtempSync(join(tmpdir(), 'twin-bench-'));
 const appPort = await freePort();
 const barePort = await freePort();
+const rawPort = await freePort();
 const env = {
   DATA_DIR: dataDir,
   PORT: String(appPort),
@@ -52,7 +54,7 @@ const env = {
   BOOTSTRAP_ADMIN_PASSWORD: 'bench-password',
 };
 const app = await startServer(['src/cli.ts', 'serve'], env, `http://127.0.0.1:${appPort}/healthz`);
-const bare = await startServer(['bench/bare-server.ts'], { PORT: String(barePort) }, `http://127.0.0.1:${barePort}/hello`);
+const bare = await startServer(['bench/bare-server.ts'], { PORT: String(barePort), RAW_PORT: String(rawPort) }, `http://127.0.0.1:${barePort}/hello`);
 const base = `http://127.0.0.1:${appPort}`;
 try {
   // an account, an institution with branding, a member with 20 memory rows (10 personal, 10 shared)
@@ -73,12 +75,15 @@ try {
   const bareReq: Request = { url: `http://127.0.0.1:${barePort}/hello` };
   const brandingReq: Request = { url: `${base}/api/agent/branding`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: institution.publicId }) };
   const memoryReq: Request = { url: `${base}/api/user/memory`, headers: { authorization: `Bearer ${token}` } };
+  const rawReq: Request = { ...brandingReq, url: `http://127.0.0.1:${rawPort}/api/agent/branding` };
 
   // warm-up, then interleaved rounds
   const targets = [
     { name: 'bare Fastify GET /hello', req: bareReq, runs: [] as Array<{ reqPerSec: number; p50: number; p99: number }> },
     { name: 'POST /api/agent/branding (cached)', req: brandingReq, runs: [] as Array<{ reqPerSec: number; p50: number; p99: number }> },
     { name: 'GET /api/user/memory (20 rows)', req: memoryReq, runs: [] as Array<{ reqPerSec: number; p50: number; p99: number }> },
+    // the floor of a POST in Node itself: no framework, the branding answer and headers (bench/bare-server.ts)
+    { name: 'raw node:http POST (branding answer)', req: rawReq, runs: [] as Array<{ reqPerSec: number; p50: number; p99: number }> },
   ];
   for (const target of targets) await load(target.req, 2);
   for (let round = 0; round < rounds; round++) for (const target of targets) target.runs.push(await load(target.req));

@@ -86,10 +86,13 @@ async function load(url: string, options: Partial<autocannon.Options> = {}): Pro
 const dataDir = mkdtempSync(join(tmpdir(), 'twin-bench-'));
 const appPort = await freePort();
 const barePort = await freePort();
+const rawPort = await freePort();
 const base = `http://127.0.0.1:${appPort}`;
 const bareUrl = `http://127.0.0.1:${barePort}/hello`;
 const admin = { email: `bench-admin-${Date.now()}@example.com`, password: 'bench-admin-password' };
 const stub = await startOpenAiStub();
+/** The floor of a POST in Node itself: bench/bare-server.ts's node:http server, the branding answer and headers. */
+const RAW_POST = 'bare node:http POST (no framework; the branding answer and headers)';
 const appEnv: Record<string, string> = {
   DATA_DIR: dataDir,
   PORT: String(appPort),
@@ -120,7 +123,7 @@ let bare: Awaited<ReturnType<typeof startServer>> | undefined;
 try {
   await runProcess(['src/cli.ts', 'create-admin', '--email', admin.email, '--password', admin.password], appEnv);
   app = await startServer(['src/cli.ts', 'serve'], appEnv, `${base}/healthz`);
-  bare = await startServer(['bench/bare-server.ts'], { PORT: String(barePort) }, bareUrl);
+  bare = await startServer(['bench/bare-server.ts'], { PORT: String(barePort), RAW_PORT: String(rawPort) }, bareUrl);
   const world = await seedWorld(base, admin);
   const ops = await operations(base);
   const has = (op: string) => ops.has(op);
@@ -150,6 +153,11 @@ try {
     scenarios.push({
       name: 'bare Fastify POST /branding (JSON body + schema, constant answer)',
       url: `http://127.0.0.1:${barePort}/branding`,
+      options: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
+    });
+    scenarios.push({
+      name: RAW_POST,
+      url: `http://127.0.0.1:${rawPort}/api/agent/branding`,
       options: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
     });
   }
@@ -186,6 +194,11 @@ try {
     if (barePost && branding) {
       const ratio = median(branding.map((r) => r.reqPerSec)) / median(barePost.map((r) => r.reqPerSec));
       record({ scenario: 'POST /api/agent/branding', metric: 'ratio to the bare POST', value: ratio, unit: '', note: 'the same body pipeline in both: what is left is the app' });
+    }
+    const rawPost = samples.get(RAW_POST);
+    if (rawPost && branding) {
+      const ratio = median(branding.map((r) => r.reqPerSec)) / median(rawPost.map((r) => r.reqPerSec));
+      record({ scenario: 'POST /api/agent/branding', metric: 'ratio to the raw node:http POST', value: ratio, unit: '', note: 'the same answer and headers without any framework' });
     }
   }
 
