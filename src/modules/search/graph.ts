@@ -12,6 +12,7 @@
  * - `phrase`: key noun phrases approximated as adjacent content words (bigrams within a clause), e.g.
  *   "boundary layer" from "boundary layers" (no tagger: stop words and punctuation split clauses).
  */
+import { englishStopWordsAnd } from '../../shared/stop-words.js';
 
 export type EntityKind = 'name' | 'acronym' | 'quantity' | 'phrase';
 
@@ -30,19 +31,13 @@ export const MAX_MENTIONS_PER_CHUNK = 48;
 /** Co-occurrence edges link the first EDGE_RANK entities of a chunk (keeps edges linear in chunks). */
 export const EDGE_RANK = 8;
 
-export const STOP_WORDS = new Set(
-  (
-    'a about above after again against all also am an and any are as at be because been before being below between both but by can could ' +
-    'did do does doing done down during each either else etc few for from further had has have having he her here hers herself him himself ' +
-    'his how however i if in into is it its itself just least less let like made make many may me might more most much must my myself ' +
-    'neither no nor not now of off often on once one only or other ought our ours ourselves out over own per perhaps rather same shall she ' +
-    'should since so some such than that the their theirs them themselves then there therefore these they this those though through thus ' +
-    'to too under until up upon us use used using very via was we were what whatever when where whether which while who whom whose why ' +
-    'will with within without would yet you your yours yourself yourselves ' +
+/** Not entities: the Snowball stop words and the words of scientific and report prose that name nothing. */
+export const STOP_WORDS = englishStopWordsAnd(
+  'also could done either else etc however least less let like made make many may might much must neither often one ought per perhaps ' +
+    'rather shall since therefore though thus upon us use used using via whatever whether whose within without would yet ' +
     'anything something nothing everything obtained given found shown show shows presented present paper study studied studies investigated ' +
     'investigation results result method methods approach problem problems case cases data number numbers new several various two three ' +
-    'first second certain available relevant discussed described considered known possible particular general based basis type types'
-  ).split(/\s+/),
+    'first second certain available relevant discussed described considered known possible particular general based basis type types',
 );
 
 const UNITS = new Set(

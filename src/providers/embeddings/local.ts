@@ -19,6 +19,7 @@
  * Changing anything here changes the vectors: add a version (the `id` names it).
  */
 import type { Embedder } from './types.js';
+import { ENGLISH_STOP_WORDS } from '../../shared/stop-words.js';
 
 const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
@@ -33,16 +34,6 @@ const WEIGHT_BIGRAM = 0.6;
 const WEIGHT_TRIGRAM = 0.2;
 
 const WORD = /[\p{L}\p{N}\p{M}]+/gu;
-
-/** The Snowball English stop words (PostgreSQL's `english.stop`). */
-export const STOP_WORDS: ReadonlySet<string> = new Set(
-  ('i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself it its ' +
-    'itself they them their theirs themselves what which who whom this that these those am is are was were be been being ' +
-    'have has had having do does did doing a an the and but if or because as until while of at by for with about against ' +
-    'between into through during before after above below to from up down in out on off over under again further then ' +
-    'once here there when where why how all any both each few more most other some such no nor not only own same so than ' +
-    'too very s t can will just don should now').split(' '),
-);
 
 export const LOCAL_EMBEDDER_VERSIONS = [1, 2] as const;
 export type LocalEmbedderVersion = (typeof LOCAL_EMBEDDER_VERSIONS)[number];
@@ -165,12 +156,12 @@ export class LocalEmbedder implements Embedder {
 
     const features = this.features;
     features.clear();
-    const skipStopWords = this.version >= 2 && words.some((w) => !STOP_WORDS.has(w));
+    const skipStopWords = this.version >= 2 && words.some((w) => !ENGLISH_STOP_WORDS.has(w));
     let previous = false;
     let previousWordHash = 0;
     for (let w = 0; w < words.length; w++) {
       const word = words[w]!;
-      if (skipStopWords && STOP_WORDS.has(word)) {
+      if (skipStopWords && ENGLISH_STOP_WORDS.has(word)) {
         previous = false;
         continue;
       }

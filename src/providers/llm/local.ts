@@ -1,5 +1,6 @@
 import { countInputTokens, countTextTokens, loadEncoding, truncateToTokens } from './tokens.js';
 import type { ChatModel, ChatRequest, ChatResult, ChatStreamEvent, ContextPassage } from './types.js';
+import { englishStopWordsAnd } from '../../shared/stop-words.js';
 
 /**
  * The embedded chat model: no network, no randomness. Same request → same result.
@@ -249,16 +250,9 @@ function wrappedInto(prev: string, next: string): boolean {
 // Extractive answering
 // ---------------------------------------------------------------------------------------------
 
-const STOP_WORDS = new Set(
-  (
-    'a about above after again against all am an and any are as at be because been before being below between both but by can ' +
-    'could did do does doing down during each few for from further had has have having he her here hers herself him himself ' +
-    'his how i if in into is it its itself just me more most my myself no nor not now of off on once only or other our ours ' +
-    'ourselves out over own same she should so some such than that the their theirs them themselves then there these they ' +
-    'this those through to too under until up very was we were what when where which while who whom why will with would you ' +
-    'your yours yourself yourselves also may might must shall us tell please know explain describe give show get got ' +
-    'let like want need find say says said one use used using via per yes'
-  ).split(' '),
+const STOP_WORDS = englishStopWordsAnd(
+  'could would also may might must shall us tell please know explain describe give show get got let like want need find say says said ' +
+    'one use used using via per yes',
 );
 
 /** Content terms of a text: lower-cased words and numbers without stop words, lightly stemmed. */
