@@ -234,6 +234,9 @@ export interface UploadGraph {
 /** Whether kind x is preferred to kind y for one name found as both: by priority, then by name of the kind. */
 const preferredKind = (x: EntityKind, y: EntityKind) => KIND_PRIORITY[x] - KIND_PRIORITY[y] || compareCodePoints(x, y);
 
+/** A pair of entity indices as one number, a · PAIR + b: exact while there are fewer than 2^26 entities. */
+const PAIR = 2 ** 26;
+
 /**
  * The graph rows of a file from its chunks' mentions, the same rows as search.repository's refresh
  * computes in SQL from the stored mentions (test/search-segments.test.ts compares them).
@@ -243,8 +246,8 @@ export function uploadGraph(chunks: ReadonlyArray<readonly Mention[]>): UploadGr
   const names: string[] = [];
   const kinds: EntityKind[] = [];
   const counts: number[] = [];
+  /** pair (a · PAIR + b, by first-seen index) → chunks where both are salient */
   const weights = new Map<number, number>();
-  const pairs: number[] = [];
   for (const mentions of chunks) {
     const ranked = [...mentions].sort((x, y) => x.rank - y.rank);
     for (const m of ranked) {
@@ -261,13 +264,8 @@ export function uploadGraph(chunks: ReadonlyArray<readonly Mention[]>): UploadGr
       }
     }
     for (const [a, b] of edgePairs(ranked.map((m) => m.name))) {
-      // a pair of entity indices as one number: exact while there are fewer than 2^26 entities
-      const key = index.get(a)! * 67_108_864 + index.get(b)!;
-      const w = weights.get(key);
-      if (w === undefined) {
-        weights.set(key, 1);
-        pairs.push(key);
-      } else weights.set(key, w + 1);
+      const key = index.get(a)! * PAIR + index.get(b)!;
+      weights.set(key, (weights.get(key) ?? 0) + 1);
     }
   }
   // Rows in the order of their primary keys, (upload, name) and (upload, a, b) in code point order: a
@@ -276,19 +274,20 @@ export function uploadGraph(chunks: ReadonlyArray<readonly Mention[]>): UploadGr
   const order = names.map((_, i) => i).sort((x, y) => compareCodePoints(names[x]!, names[y]!));
   const rank = new Uint32Array(names.length);
   order.forEach((old, i) => (rank[old] = i));
-  const sortedKeys = new Float64Array(pairs.length);
+  // the pairs again by their entities' new indices, sorted
+  const sortedKeys = new Float64Array(weights.size);
   const sortedWeights = new Map<number, number>();
-  pairs.forEach((key, i) => {
-    const a = rank[Math.floor(key / 67_108_864)]!;
-    const b = rank[key % 67_108_864]!;
-    sortedKeys[i] = a * 67_108_864 + b;
-    sortedWeights.set(sortedKeys[i]!, weights.get(key)!);
-  });
+  let n = 0;
+  for (const [key, w] of weights) {
+    const sorted = rank[Math.floor(key / PAIR)]! * PAIR + rank[key % PAIR]!;
+    sortedKeys[n++] = sorted;
+    sortedWeights.set(sorted, w);
+  }
   sortedKeys.sort();
-  const edges = new Uint32Array(pairs.length * 3);
+  const edges = new Uint32Array(weights.size * 3);
   sortedKeys.forEach((key, i) => {
-    edges[i * 3] = Math.floor(key / 67_108_864);
-    edges[i * 3 + 1] = key % 67_108_864;
+    edges[i * 3] = Math.floor(key / PAIR);
+    edges[i * 3 + 1] = key % PAIR;
     edges[i * 3 + 2] = sortedWeights.get(key)!;
   });
   return {

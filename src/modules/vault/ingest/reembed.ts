@@ -151,7 +151,7 @@ export async function checkEmbedder(ctx: ReembedContext & { providers: { readonl
         if (matches(stored)) {
           return { status: 'incomplete', embedder: embedder.id, stored, message: `a re-embedding with ${embedder.id} did not finish: run \`npm run cli -- reembed\` again` };
         }
-        const localV1 = /^local:hashed-ngrams-v1:/.test(stored.id) && embedder.id.startsWith('local:') && stored.dimensions === embedder.dimensions;
+        const localV1 = stored.id.startsWith('local:hashed-ngrams-v1:') && embedder.id.startsWith('local:') && stored.dimensions === embedder.dimensions;
         const message =
           `The stored vectors were made by ${stored.id} (${stored.dimensions} dims) but the configured embedder is ${embedder.id} (${embedder.dimensions} dims); ${EMBEDDER_CHANGED_MESSAGE}` +
           (localV1 ? ', or set EMBEDDINGS_LOCAL_VERSION=1 to keep them' : '');
