@@ -12,9 +12,10 @@ import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/
 /**
  * A stand-in for an identity provider on 127.0.0.1: /token answers like a live token endpoint refusing
  * an unknown client (401 invalid_client), /missing 404, /hang never, /to-metadata redirects to the
- * cloud metadata address, /to-token redirects (307) to /token. Counts connections.
+ * cloud metadata address, /to-token redirects (307) to /token, /to-elsewhere redirects (307) to `elsewhere`
+ * (another origin). Counts connections.
  */
-async function startIdpStub() {
+async function startIdpStub(elsewhere = '') {
   const requests: Array<{ path: string; method: string; body: string; authorization?: string }> = [];
   let connections = 0;
   const server: Server = createServer((req, res) => {
@@ -26,6 +27,7 @@ async function startIdpStub() {
       else if (req.url === '/missing') res.writeHead(404).end();
       else if (req.url === '/to-metadata') res.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
       else if (req.url === '/to-token') res.writeHead(307, { location: '/token' }).end();
+      else if (req.url === '/to-elsewhere') res.writeHead(307, { location: elsewhere }).end();
       // /hang: never answers
     });
   });
@@ -128,8 +130,34 @@ describe('SSO providers with SSO_TEST_ALLOW_PRIVATE=true (providers on loopback)
     assert.equal(new URLSearchParams(req.body).get('grant_type'), 'client_credentials');
     assert.equal(req.authorization, `Basic ${Buffer.from('client-1:S3CRET-value').toString('base64')}`);
 
+    const mark = idp.requests.length;
     const redirected = await testProvider((await makeProvider(`${idp.base}/to-token`))._id);
     assert.deepEqual([redirected.reachable, redirected.status, redirected.success], [true, 401, true]);
+    // a redirect within the endpoint's origin keeps the credentials
+    assert.deepEqual(
+      idp.requests.slice(mark).map((r) => [r.path, r.method, r.authorization]),
+      [
+        ['/to-token', 'POST', req.authorization],
+        ['/token', 'POST', req.authorization],
+      ],
+    );
+  });
+
+  test('a redirect to another origin does not carry the client secret there', async () => {
+    const other = await startIdpStub();
+    const from = await startIdpStub(`${other.base}/token`);
+    try {
+      const res = await testProvider((await makeProvider(`${from.base}/to-elsewhere`))._id);
+      assert.deepEqual([res.success, res.reachable, res.status], [true, true, 401]);
+      assert.equal(from.requests[0]!.authorization, `Basic ${Buffer.from('client-1:S3CRET-value').toString('base64')}`);
+      assert.deepEqual(
+        other.requests.map((r) => [r.path, r.method, r.authorization]),
+        [['/token', 'POST', undefined]],
+      );
+    } finally {
+      await from.close();
+      await other.close();
+    }
   });
 
   test('404: reachable, but not a token endpoint', async () => {

@@ -104,8 +104,10 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 /**
  * POSTs `body` to the URL and reports the first non-redirect status. Redirects are followed (at most
- * `maxRedirects`), each hop checked like the first. The whole probe, redirects included, is bounded
- * by `timeoutMs`; the response body is never read.
+ * `maxRedirects`), each hop checked like the first. A redirect to another origin drops the
+ * `authorization` header for that hop and the ones after it (as fetch does): the client secret goes to the
+ * configured token endpoint's origin only. The whole probe, redirects included, is bounded by `timeoutMs`;
+ * the response body is never read.
  */
 export async function probe(start: string, options: ProbeOptions): Promise<ProbeResult> {
   const deadline = Date.now() + options.timeoutMs;
@@ -116,6 +118,8 @@ export async function probe(start: string, options: ProbeOptions): Promise<Probe
     return { reachable: false, status: 0, message: 'The token endpoint is not a valid URL', blocked: false };
   }
   let method = 'POST';
+  let headers = options.headers;
+  const origin = url.origin;
   let lastStatus = 0;
   for (let hop = 0; hop <= (options.maxRedirects ?? 3); hop++) {
     const refusal = refuseUrl(url, options.allowPrivate);
@@ -124,7 +128,7 @@ export async function probe(start: string, options: ProbeOptions): Promise<Probe
     }
     const remaining = deadline - Date.now();
     if (remaining <= 0) break;
-    const outcome = await requestOnce(url, method, options, remaining);
+    const outcome = await requestOnce(url, method, { ...options, headers }, remaining);
     if (outcome.kind === 'error') {
       return { reachable: lastStatus !== 0, status: lastStatus, message: outcome.message, blocked: outcome.blocked };
     }
@@ -138,6 +142,7 @@ export async function probe(start: string, options: ProbeOptions): Promise<Probe
       return { reachable: true, status: outcome.status, message: `The token endpoint redirected to an invalid URL`, blocked: false };
     }
     if (outcome.status === 301 || outcome.status === 302 || outcome.status === 303) method = 'GET';
+    if (url.origin !== origin && headers) headers = Object.fromEntries(Object.entries(headers).filter(([name]) => name.toLowerCase() !== 'authorization'));
   }
   if (lastStatus !== 0) return { reachable: true, status: lastStatus, message: 'Too many redirects, or no time left to follow them', blocked: false };
   return { reachable: false, status: 0, message: `No answer within ${options.timeoutMs / 1000} s`, blocked: false };
