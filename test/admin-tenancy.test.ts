@@ -978,5 +978,11 @@ describe('admin management routes (accounts, institutions, users, memberships, c
       assert.ok(op.summary);
       assert.ok(op.security?.length > 0);
     }
+    // the spec's versioning: limitsearch is deprecated in favour of pageSize, in every listing that takes it
+    for (const path of ['/api/admin/sessions', '/api/admin/feedbacks', '/api/admin/assistants']) {
+      const body = spec.paths[path].post.requestBody.content['application/json'].schema;
+      assert.equal(body.properties.limitsearch.deprecated, true, path);
+      assert.equal(body.properties.pageSize.deprecated, undefined, path);
+    }
   });
 });

@@ -5,7 +5,7 @@ import { DateTime, Id, ListEnvelope, Nullable } from '../../shared/schemas.js';
 export const ListingPageFields = {
   page: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 1, description: '1-based page number (a page past the last is empty)' })),
   pageSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, description: 'Items per page (1 to 5000; default 100)' })),
-  limitsearch: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, description: 'Deprecated alias of pageSize (pageSize wins when both are given)' })),
+  limitsearch: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, deprecated: true, description: 'Deprecated alias of pageSize (pageSize wins when both are given)' })),
 };
 import { TOOL_NAMES } from './tools.js';
 
