@@ -371,8 +371,8 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     stub.dropNextStreamAfter(2);
     await expectNothingCharged(await ask(tok.userA1!, { id: 5, inputs: ['drop me'], requestArgs: { socketId: socket.id } }), 502, 'UPSTREAM_FAILED', before);
     const events = await stream.done;
-    assert.equal(events.at(-1)!.done, true);
-    assert.ok(events.at(-1)!.error);
+    // the last event is the contract's: done, an empty chunk, usage and credits (nothing was paid), and an error
+    assert.deepEqual(events.at(-1), { id: 5, chunk: '', index: events.length - 1, done: true, error: 'The model provider failed; try again later', usage: 0, credits: 0 });
   });
 
   test('content filter: a local term and the provider moderation both give 422, nothing charged', async () => {
@@ -639,8 +639,14 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
       return { content: '', toolCalls: [{ name: 'current_datetime', arguments: '{"timezone":"UTC"}' }], usage: { prompt_tokens: 200, completion_tokens: 5 } };
     });
     const before = await balance('institutions', w.a1.id);
-    const res = await ask(tok.userA1!, { inputs: ['what time is it, twice?'], requestArgs: { assistantId: created.json().data._id, ragIgnore: true } });
+    const socket = await openSocket(tok.userA1!);
+    const stream = collect(socket);
+    const res = await ask(tok.userA1!, { id: 9, inputs: ['what time is it, twice?'], requestArgs: { assistantId: created.json().data._id, ragIgnore: true, socketId: socket.id } });
     assert.equal(res.statusCode, 502, res.body);
+    // the provider's words ("the second call fails") stay in the log
+    assert.deepEqual(res.json(), { success: false, message: 'The model provider failed; try again later', error: { code: 'UPSTREAM_FAILED', details: [] } });
+    // the stream's last event tells the client what the failed answer used and cost
+    assert.deepEqual((await stream.done).at(-1), { id: 9, chunk: '', index: 0, done: true, error: 'The model provider failed; try again later', usage: 205, credits: 0.625 });
     // the first call: 200 × 3/1000 + 5 × 5/1000 = 0.625
     assert.equal(Math.round((await balance('institutions', w.a1.id)) * 10_000), Math.round((before - 0.625) * 10_000));
     const [rec] = await rowsOf<Record<string, any>>(t.database.db, sql`select * from histories where user_id = ${w.userA1.id} order by created_at desc, id desc limit 1`);

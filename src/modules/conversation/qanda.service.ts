@@ -305,12 +305,18 @@ export class QandaService {
           try {
             result = await this.call(request, sink ? (piece) => emit(piece, false) : null, (piece) => (text += piece));
           } catch (err) {
-            if (err instanceof UpstreamError || (err instanceof Error && err.name === 'UpstreamError')) {
-              ctx.log.warn({ err }, 'model provider failed during Q&A');
-              emit('', true, { error: 'The model provider failed' });
-              throw await fail(upstreamFailed(`The model provider failed: ${(err as Error).message}`), usage.totalTokens, Boolean(sink));
+            // The provider's own words stay in the log (as in the error handler): they may name hosts or models.
+            const upstream = err instanceof UpstreamError || (err instanceof Error && err.name === 'UpstreamError');
+            if (upstream) ctx.log.warn({ err }, 'model provider failed during Q&A');
+            else ctx.log.error({ err }, 'the answer could not be produced');
+            const failure = upstream ? upstreamFailed('The model provider failed; try again later') : new AppError(500, 'INTERNAL', 'The answer could not be produced');
+            // the last event says what the answer used and cost, as a successful one does (contract §6); it is
+            // sent once the failure is settled, so its credits are the ones charged
+            try {
+              throw await fail(failure, usage.totalTokens, Boolean(sink));
+            } finally {
+              emit('', true, { error: failure.message, usage: usage.totalTokens, ...(open ? {} : { credits: toCredits(failedCharge) }) });
             }
-            throw await fail(new AppError(500, 'INTERNAL', 'The answer could not be produced'), usage.totalTokens, Boolean(sink));
           }
           usage = { inputTokens: usage.inputTokens + result.usage.inputTokens, outputTokens: usage.outputTokens + result.usage.outputTokens, totalTokens: usage.totalTokens + result.usage.totalTokens };
           reportedModel = result.model || requestedModel;
