@@ -120,6 +120,9 @@ describe('conversation records: histories, assistants, admin listings', () => {
     assert.deepEqual(inputsOf(await histories_(tok.userA1!, { search: 'fourth|^FIRST' })), ['first in a1', 'Fourth LONG']);
     assert.deepEqual(inputsOf(await histories_(tok.userA1!, { search: 'ANSWER third' })), ['third in a1 course 5']);
     assert.deepEqual(inputsOf(await histories_(tok.userA1!, { search: '50%_' })), []);
+    // the empty regular expression is valid and matches every record, as no search does
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { search: '' })), inputsOf(await histories_(tok.userA1!, {})));
+    assert.ok(inputsOf(await histories_(tok.userA1!, {})).length > 2);
     for (const bad of ['(unclosed', '[z-a]', '(a)\\1']) {
       const res = await histories_(tok.userA1!, { search: bad });
       assert.equal(res.statusCode, 400, `${bad}: ${res.body}`);

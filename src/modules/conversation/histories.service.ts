@@ -91,7 +91,9 @@ export class HistoriesService {
   }
 
   async list(auth: AuthContext, input: HistoriesInput) {
-    if (input.search !== undefined) await this.checkPattern(input.search);
+    // the empty pattern matches every record: no filter
+    const search = input.search === '' ? undefined : input.search;
+    if (search !== undefined) await this.checkPattern(search);
     const all = input.allInstitutions === true;
     // Only the caller's own records are ever read (user_id filter), whatever institution is named.
     // One record asked by id is found wherever it was asked (another institution, the personal space,
@@ -107,7 +109,7 @@ export class HistoriesService {
         before: input.before !== undefined ? new Date(input.before) : undefined,
         after: input.after !== undefined ? new Date(input.after) : undefined,
         historyId: input.historyId,
-        search: input.search,
+        search,
         limit: input.limit ?? 100,
       },
       all,
