@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { rowsOf } from '../src/db/client.js';
+import { makeSnippet, queryTerms, SNIPPET_TARGET } from '../src/modules/search/snippet.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
 
@@ -195,6 +196,23 @@ describe('sources, fusion and snippets', () => {
     assert.ok(secret, 'the confidential file is searchable');
     assert.equal(secret.snippet, '[confidential]');
     for (const word of ['Bluewave', 'acquires', '40 million']) assert.ok(!res.body.includes(word), `${word} leaked`);
+  });
+
+  test('a matched word longer than the snippet: the snippet is cut inside it, never empty', async () => {
+    const dna = `The reference sequence follows. ${'GATTACA'.repeat(40)} End of the sequence listing.`;
+    for (const [text, query] of [
+      [dna, 'GATTACA'],
+      ['x'.repeat(900), 'xxxxxxxx'],
+      [`a few words ${'x'.repeat(900)} and a few more`, 'xxxxxxxx'],
+    ] as const) {
+      const snippet = makeSnippet(text, queryTerms(query));
+      const body = snippet.replace(/^… /u, '').replace(/ …$/u, '');
+      assert.equal(body.length, SNIPPET_TARGET, snippet);
+      assert.ok(text.includes(body), snippet);
+    }
+    await put(tokens.a1!, 'dna', dna, { scope: 'personal' });
+    const hit = (await search(tokens.a1!, { query: 'GATTACA' })).json().results.find((r: any) => r.uploadId === ids.dna);
+    assert.match(hit.snippet, /^… (GATTACA|ATTACA|TTACA|TACA|ACA|CA|A)?(GATTACA)+/u);
   });
 
   test('minScore filters rag results on their dense score only; kag and fused results stay; totalScanned counts before it', async () => {

@@ -50,6 +50,7 @@ export function makeSnippet(text: string, terms: Set<string>, target = SNIPPET_T
   }
   from = Math.min(from, Math.max(0, clean.length - target));
   let to = Math.min(clean.length, from + target);
+  const window = { from, to };
   // cut on word boundaries: move the start to the next word start, the end back to a word end
   if (from > 0) {
     const next = words.find((w) => w.start >= from);
@@ -60,6 +61,9 @@ export function makeSnippet(text: string, terms: Set<string>, target = SNIPPET_T
     for (const w of words) if (w.end <= to && w.end > last) last = w.end;
     to = last > from ? last : to;
   }
+  // no whole word fits in the window (the matched word is longer than it, a DNA sequence, a run of one
+  // letter): cut inside the word instead
+  if (to <= from) ({ from, to } = window);
   const body = clean.slice(from, to).trim();
   return `${from > 0 ? '… ' : ''}${body}${to < clean.length ? ' …' : ''}`.slice(0, MAX_SNIPPET);
 }
