@@ -196,6 +196,12 @@ describe('sources, fusion and snippets', () => {
     assert.ok(secret, 'the confidential file is searchable');
     assert.equal(secret.snippet, '[confidential]');
     for (const word of ['Bluewave', 'acquires', '40 million']) assert.ok(!res.body.includes(word), `${word} leaked`);
+
+    // a confidential personal file is in no one else's scope: its owner sees the snippet
+    await put(tokens.a1!, 'own-secret', 'My own notes on the hemlock garden, marked confidential.', { scope: 'personal', confidential: 'true' });
+    const own = (await search(tokens.a1!, { query: 'hemlock garden' })).json().results.find((r: any) => r.uploadId === ids['own-secret']);
+    assert.equal(own.upload.confidential, true);
+    assert.equal(own.snippet, 'My own notes on the hemlock garden, marked confidential.');
   });
 
   test('a matched word longer than the snippet: the snippet is cut inside it, never empty', async () => {

@@ -30,9 +30,11 @@ export function canChooseSearchMethod(auth: AuthContext): boolean {
 }
 
 /**
- * Confidential institution files never show their text in a search result: the snippet is the
- * placeholder (contract §5). The chunk text still reaches the server-side answer pipeline.
+ * Confidential institution files (scope `instance` or `account`: files other people see) never show their
+ * text in a search result: the snippet is the placeholder (spec rule 3, contract §5). A personal file is in
+ * no one else's scope, so its owner sees its snippet like any other (contract §5: "other snippets aim at
+ * about 200 characters"). The chunk text still reaches the server-side answer pipeline.
  */
-export function snippetIsHidden(upload: { confidential: boolean }): boolean {
-  return upload.confidential;
+export function snippetIsHidden(upload: { confidential: boolean; scope: string }): boolean {
+  return upload.confidential && upload.scope !== 'personal';
 }

@@ -58,7 +58,7 @@ export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
           '`minScore` drops `rag` results whose dense cosine ' +
           'is below it and is ignored for `kag` and `fused` results. `totalScanned` counts the distinct candidates before that filter; ' +
           '`uploadCount` the distinct uploads searched. Snippets: about 200 characters around the densest cluster of query terms (never ' +
-          'over 400); exactly `[confidential]` for confidential files, whose text appears in no other field either. ' +
+          'over 400); exactly `[confidential]` for confidential institution and account files, whose text appears in no other field either. ' +
           `Rate limit: ${config.searchRateLimitPerMinute} requests per user per minute (SEARCH_RATE_LIMIT_PER_MINUTE), then 429 with ` +
           'Retry-After; requests refused by validation are not counted.',
         security: SECURED,

@@ -30,7 +30,7 @@ export const SearchResultSchema = Type.Object({
   chunkId: Type.String(),
   chunkIndex: Type.Integer(),
   uploadId: Type.String(),
-  snippet: Type.String({ description: 'About 200 characters around the densest cluster of query terms, cut on word boundaries (never over 400); exactly `[confidential]` for confidential files' }),
+  snippet: Type.String({ description: 'About 200 characters around the densest cluster of query terms, cut on word boundaries (never over 400); exactly `[confidential]` for confidential institution and account files (a personal file\'s owner sees its text)' }),
   score: Type.Number({ minimum: 0, maximum: 1, description: 'Fused relevance in 0..1 (CombSUM anchored on BM25, weighted by evidence; see the route description)' }),
   source: Type.Union([Type.Literal('rag'), Type.Literal('kag'), Type.Literal('fused')], {
     description: '`rag`: dense and/or lexical retrieval; `kag`: knowledge graph; `fused`: found by both',

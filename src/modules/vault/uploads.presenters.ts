@@ -12,7 +12,7 @@ export const UploadSchema = Type.Object(
     file_title: Type.String(),
     institution: Type.String({ description: 'Institution id; "" (the empty string) for personal files, which belong to no institution' }),
     is_private: Type.Boolean({ description: 'Only the owner sees the file, whatever its scope' }),
-    confidential: Type.Boolean({ description: 'Content search shows a placeholder instead of its text' }),
+    confidential: Type.Boolean({ description: 'Content search shows a placeholder instead of its text (institution and account files; the owner of a personal file sees its own text)' }),
     tokens_used: Type.Number({ description: 'Tokens spent by sanitize calls on its chunks' }),
     scope: Type.String({ description: 'personal | instance | account' }),
     collection: Nullable(Type.String({ description: 'Collection id; null at the vault root' })),
