@@ -138,6 +138,19 @@ describe('conversation records: histories, assistants, admin listings', () => {
     assert.ok(Date.now() - started < 5000);
   });
 
+  test('a search whose counted repetitions expand too far is a 400 before the engine compiles it', async () => {
+    // (.{0,255}){0,255} held the embedded engine for minutes (every tenant waiting); nested counts multiply
+    for (const bad of ['(.{0,255}){0,255}z', '(a{0,100}){0,100}z', '((a{2,}){20}){30}', '.{0,255}.{0,255}.{0,255}.{0,255}']) {
+      const res = await histories_(tok.userA1!, { search: bad });
+      assert.equal(res.statusCode, 400, `${bad}: ${res.body}`);
+      assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+      assert.match(res.json().message, /^search repeats too much: .*at most 1000/u);
+    }
+    // a single bounded repetition, and small nested ones, are fine
+    for (const ok of ['first.{0,255}a1', '(in ){1,3}a[0-9]{1}', '[[:alpha:]]{2,5} (?:a1|a2){1}']) assert.equal((await histories_(tok.userA1!, { search: ok })).statusCode, 200, ok);
+    assert.deepEqual(inputsOf(await histories_(tok.userA1!, { search: 'first.{0,255}a1' })), ['first in a1']);
+  });
+
   test('trimming to 200 characters, tool responses cut at 80 unless tools', async () => {
     const [rec] = (await histories_(tok.userA1!, { historyId: ids['Fourth LONG'] })).json().data;
     assert.equal(rec.in.inputs[0].length, 200);

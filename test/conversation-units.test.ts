@@ -182,3 +182,18 @@ test('history strings are trimmed to 200 characters, not 200 UTF-16 units: no ch
   assert.equal(trim('short', 200), 'short');
   assert.equal(trim('x'.repeat(300), 200), 'x'.repeat(200));
 });
+
+test('regexSize: atoms count 1, counted repetitions copy their atom, nested ones multiply', async () => {
+  const { regexSize } = await import('../src/modules/conversation/regex-size.js');
+  assert.equal(regexSize('abc'), 3);
+  assert.equal(regexSize('a{5}'), 5);
+  assert.equal(regexSize('a{2,}'), 3);
+  assert.equal(regexSize('.{0,255}'), 255);
+  assert.equal(regexSize('(ab){3}c'), 7);
+  assert.equal(regexSize('(.{0,255}){0,255}'), 65_025);
+  assert.equal(regexSize('[a-z{}()]{10}'), 10, 'a bracket expression is one atom, whatever it holds');
+  assert.equal(regexSize('[[:alpha:]]{4}'), 4);
+  assert.equal(regexSize('\\{5}'), 3, 'an escaped brace is an atom, not a repetition');
+  assert.equal(regexSize('a*b+c?'), 3);
+  assert.equal(regexSize('(?:x{10}){10}'), 100);
+});

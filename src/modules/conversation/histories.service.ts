@@ -8,6 +8,7 @@ import type { AuthContext } from '../identity/auth-context.js';
 import { assertOwnHistory, feedbackListingScope } from './conversation.policy.js';
 import * as repo from './histories.repository.js';
 import type { FeedbacksInput, HistoriesInput, PatchHistoryInput } from './histories.schemas.js';
+import { regexSize } from './regex-size.js';
 
 /** Long strings of inputs and outputs are trimmed to this many characters in listings. */
 export const TRIM_CHARS = 200;
@@ -66,6 +67,12 @@ export function presentHistory(r: repo.HistoryView, options: { full: boolean; to
 
 /** Back-references are the one construct that makes Postgres' regex engine exponential: refused. */
 const BACKREFERENCE = /\\[1-9]/u;
+/**
+ * The largest automaton a search may ask for (regex-size.ts): Postgres expands counted repetitions when it
+ * compiles, and nested ones multiply. At this size compiling takes tens of milliseconds on the embedded engine;
+ * `(.{0,255}){0,255}` (65,025) held it for minutes, every tenant's requests waiting behind it.
+ */
+export const MAX_REGEX_SIZE = 1_000;
 
 export class HistoriesService {
   constructor(private readonly ctx: AppContext) {}
@@ -73,11 +80,17 @@ export class HistoriesService {
   /**
    * A `search` is a Postgres regular expression (ARE), matched case-insensitively. It is compiled by
    * the database first, so an invalid one is a 400 before any record is read; back-references are
-   * refused (400) and the pattern is at most 200 characters, which bounds the matching time
-   * (Postgres' engine is a DFA/NFA hybrid without catastrophic backtracking otherwise).
+   * refused (400), and so is a pattern whose counted repetitions expand to an automaton larger than
+   * MAX_REGEX_SIZE (nested `{m,n}` multiply when Postgres compiles them). With both, and at most 200
+   * characters, compiling and matching stay bounded (the engine is a DFA/NFA hybrid without catastrophic
+   * backtracking otherwise).
    */
   private async checkPattern(pattern: string): Promise<void> {
     if (BACKREFERENCE.test(pattern)) throw badField('search', 'search may not use back-references (\\1 … \\9)');
+    const size = regexSize(pattern);
+    if (size > MAX_REGEX_SIZE) {
+      throw badField('search', `search repeats too much: its counted repetitions ({m,n}) expand to about ${size} copies of what they repeat (at most ${MAX_REGEX_SIZE}; nested ones multiply)`);
+    }
     try {
       await rowsOf(this.ctx.db, sql`select '' ~* ${pattern} as ok`);
     } catch (err) {
