@@ -740,6 +740,18 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
       assert.equal(await historiesOf(w.userA1.id, 'pay me once'), 2);
     });
 
+    test('a keyed request nesting deeper than the fingerprint walks is a 400 that changes nothing (it was a 500: a stack overflow)', async () => {
+      const before = await balance('institutions', w.a1.id);
+      const calls = stub.requestsTo('/v1/chat/completions').length;
+      const deep = `{"inputs":["too deep"],"requestArgs":{"ragIgnore":true},"extra":${'['.repeat(5000)}${']'.repeat(5000)}}`;
+      const res = await t.app.inject({ method: 'POST', url: PATHS.classic, headers: { 'x-access-token': tok.userA1!, 'idempotency-key': 'deep-1', 'content-type': 'application/json' }, payload: deep });
+      assert.equal(res.statusCode, 400, res.body);
+      assert.deepEqual(res.json(), { success: false, message: 'A request with an Idempotency-Key may nest at most 64 levels deep', error: { code: 'VALIDATION_FAILED', details: [] } });
+      assert.equal(stub.requestsTo('/v1/chat/completions').length, calls);
+      assert.equal(await balance('institutions', w.a1.id), before);
+      assert.equal(await historiesOf(w.userA1.id, 'too deep'), 0);
+    });
+
     test('the same key with another request is a 400 that changes nothing; keys are per user and per endpoint', async () => {
       stub.setChatHandler(() => ({ content: 'Keyed.', usage: { prompt_tokens: 10, completion_tokens: 2 } }));
       const first = await askWithKey(tok.userA1!, 'shared-key', { inputs: ['first question'], requestArgs: { ragIgnore: true } });

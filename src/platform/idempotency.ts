@@ -29,14 +29,18 @@ export type KeyClaim =
   /** the key was used with a different request */
   | { state: 'mismatch' };
 
+/** How deep a request keyed for idempotency may nest (the fingerprint walks it recursively): beyond, a 400. */
+export const MAX_FINGERPRINT_DEPTH = 64;
+
 /** JSON with object keys sorted at every level: the same request gives the same text whatever the client's key order. */
-function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown, depth = 0): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (depth >= MAX_FINGERPRINT_DEPTH) throw new AppError(400, 'VALIDATION_FAILED', `A request with an Idempotency-Key may nest at most ${MAX_FINGERPRINT_DEPTH} levels deep`);
+  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v, depth + 1)).join(',')}]`;
   const entries = Object.entries(value as Record<string, unknown>)
     .filter(([, v]) => v !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v, depth + 1)}`).join(',')}}`;
 }
 
 /** SHA-256 of what identifies a request for its key (callers leave out transport details such as the socket id). */
