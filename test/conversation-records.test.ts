@@ -278,6 +278,16 @@ describe('conversation records: histories, assistants, admin listings', () => {
       assert.equal(edited.statusCode, 200, edited.body);
       assert.equal(edited.json().data.description, 'improved');
       assert.equal((await patch(otherTok, shared, { admin_only: true })).statusCode, 403);
+      // an editor who is not the owner may not hide or lock it, and the refused change is not saved
+      for (const flags of [{ institution_shared: false, instructions: 'changed by a member' }, { editable_others: false }]) {
+        const refused = await patch(otherTok, shared, flags);
+        assert.equal(refused.statusCode, 403, refused.body);
+        assert.match(refused.json().message, /institution_shared or editable_others/u);
+      }
+      const kept = (await get(tok.userA1!, shared)).json().data;
+      assert.deepEqual([kept.institution_shared, kept.editable_others, kept.instructions === 'changed by a member'], [true, true, false]);
+      // the same values as now are no change
+      assert.equal((await patch(otherTok, shared, { institution_shared: true, editable_others: true })).statusCode, 200);
       assert.equal((await patch(tok.adminA1!, privateOne, { history_count: 3 })).json().data.history_count, 3);
       assert.equal((await t.app.inject({ method: 'DELETE', url: `/api/user/assistant/${shared}`, headers: bearer(otherTok) })).statusCode, 403);
       const temp = (await create(otherTok, { name: 'Temp' })).json().data._id;

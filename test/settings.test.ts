@@ -116,6 +116,13 @@ describe('settings (instance variables)', () => {
     expectError(await call('DELETE', `/api/user/setting/${locked._id}`, tok.otherA1), 403, 'FORBIDDEN');
     expectError(await call('PUT', `/api/user/setting/${locked._id}`, tok.userA1, { admin_only: true }), 403, 'FORBIDDEN');
     assert.equal((await call('PUT', `/api/user/setting/${open._id}`, tok.otherA1, { value: '2' })).json().data.value, '2');
+    // a member who may edit another's setting may not hide or lock it; the creator and admins may
+    for (const flags of [{ institution_shared: false }, { editable_others: false }, { value: '9', institution_shared: false }]) {
+      const refused = expectError(await call('PUT', `/api/user/setting/${open._id}`, tok.otherA1, flags), 403, 'FORBIDDEN');
+      assert.match(refused.message, /institution_shared or editable_others/u);
+    }
+    assert.ok((await keysOf(tok.otherA1)).includes('open'));
+    assert.equal((await call('PUT', `/api/user/setting/${open._id}`, tok.otherA1, { value: '2', editable_others: true })).statusCode, 200, 'the same value is no change');
     assert.equal((await call('PUT', `/api/user/setting/${locked._id}`, tok.instAdminA1, { value: '3' })).json().data.__v, 1);
 
     // other tenants: 404 for the record and for the institution's list

@@ -66,6 +66,16 @@ export function assertEditAssistant(p: Principal, a: AssistantAccess): void {
   throw forbidden('Only the owner of this assistant or an admin of its institution may change it');
 }
 
+/**
+ * Who sees and who edits an assistant (institution_shared, editable_others) is for its owner and the admins
+ * of its institution: a member allowed to edit another's shared assistant may change what it does, not hide
+ * it from everyone or lock it.
+ */
+export function assertSharingChange(p: Principal, a: AssistantAccess): void {
+  if (a.ownerUserId === p.userId || adminOf(p, a)) return;
+  throw forbidden('Only the owner of this assistant or an admin of its institution may change institution_shared or editable_others');
+}
+
 export function assertDeleteAssistant(p: Principal, a: AssistantAccess): void {
   assertSeeAssistant(p, a);
   if (a.ownerUserId === p.userId || adminOf(p, a)) return;

@@ -63,6 +63,16 @@ export function assertFlagChange(auth: AuthContext, row: SettingAccessRow): void
   if (!isSettingsAdmin(auth, { id: row.institutionId, accountId: row.institutionAccountId })) throw forbidden('Only admins of the institution may change admin_only');
 }
 
+/**
+ * Who sees and who edits a setting (institution_shared, editable_others) is for its creator and the admins
+ * of the institution: a member allowed to edit another's shared setting may change its value, not hide it
+ * from everyone or lock it.
+ */
+export function assertSharingChange(auth: AuthContext, row: SettingAccessRow): void {
+  if (row.userId === auth.userId || isSettingsAdmin(auth, { id: row.institutionId, accountId: row.institutionAccountId })) return;
+  throw forbidden('Only its creator and the admins of the institution may change institution_shared or editable_others');
+}
+
 /** SQL twin of canRead for listing one institution the caller sees: undefined (admins) means every row. */
 export function visibleSettingsCondition(auth: AuthContext, institution: { id: string; accountId: string }): SQL | undefined {
   if (isSettingsAdmin(auth, institution)) return undefined;

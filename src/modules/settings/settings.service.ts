@@ -5,7 +5,7 @@ import { newId } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { findInstitution } from '../tenancy/tenancy.repository.js';
-import { assertChange, assertCreate, assertFlagChange, seesInstitutionSettings, visibleSettingsCondition } from './settings.policy.js';
+import { assertChange, assertCreate, assertFlagChange, assertSharingChange, seesInstitutionSettings, visibleSettingsCondition } from './settings.policy.js';
 import * as repo from './settings.repository.js';
 import type { CreateSettingInput, UpdateSettingInput } from './settings.schemas.js';
 
@@ -94,6 +94,9 @@ export class SettingsService {
     if (input.admin_only !== undefined && input.admin_only !== row.adminOnly) {
       assertFlagChange(auth, row);
       patch.adminOnly = input.admin_only;
+    }
+    if ((input.editable_others !== undefined && input.editable_others !== row.editableOthers) || (input.institution_shared !== undefined && input.institution_shared !== row.institutionShared)) {
+      assertSharingChange(auth, row);
     }
     if (input.editable_others !== undefined) patch.editableOthers = input.editable_others;
     if (input.institution_shared !== undefined) patch.institutionShared = input.institution_shared;
