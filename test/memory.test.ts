@@ -199,6 +199,16 @@ describe('memory parameters', () => {
     expectError(await call('GET', `/api/admin/memory/user/${u.id}`, tok.otherA1), 403, 'FORBIDDEN');
     expectError(await call('GET', `/api/admin/memory/user/${newId()}`, tok.root), 404, 'NOT_FOUND');
 
+    // a superadmin's memory is for superadmins, even when their home account is the caller's (makeWorld: account A)
+    const rootRow = await create(tok.root, { key_name: 'break-glass', key_value: 'PIN 7731' });
+    for (const token of [tok.adminA, tok.instAdminA1]) {
+      const read = expectError(await call('GET', `/api/admin/memory/user/${w.superadmin.id}`, token), 403, 'FORBIDDEN');
+      assert.doesNotMatch(JSON.stringify(read), /7731/u);
+      expectError(await call('DELETE', `/api/admin/memory/user/${w.superadmin.id}`, token, { namespace: 'default' }), 403, 'FORBIDDEN');
+    }
+    assert.ok(await rowExists(rootRow._id));
+    assert.equal((await call('GET', `/api/admin/memory/user/${w.superadmin.id}`, tok.root)).statusCode, 200);
+
     const inst = (await call('GET', `/api/admin/memory/institution/${w.a2.id}?pageSize=1`, tok.adminA)).json();
     assert.equal(inst.total, 1);
     assert.equal(inst.hasMore, false);

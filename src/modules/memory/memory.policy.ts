@@ -68,12 +68,14 @@ export function sharedPlacement(auth: AuthContext, institution: string | undefin
 export interface TargetUser {
   id: string;
   accountId: string;
+  role: string;
 }
 
 /**
  * The admin memory routes of a user: an account the caller has nothing to do with is 404; a user it
  * can see but administers in no way (neither their home account nor one of their institutions, as the
- * institution's admin or the account admin of its account) is 403. Each row is then checked by adminMay.
+ * institution's admin or the account admin of its account) is 403, and so is a superadmin for anyone but a
+ * superadmin. Each row is then checked by adminMay.
  */
 export function assertAdministersUser(auth: AuthContext, permission: Permission, user: TargetUser, userInstitutions: ReadonlyArray<{ id: string; accountId: string }>): void {
   const sees =
@@ -82,6 +84,8 @@ export function assertAdministersUser(auth: AuthContext, permission: Permission,
     [...auth.memberships.values()].some((m) => m.accountId === user.accountId) ||
     userInstitutions.some((i) => auth.memberships.has(i.id) || auth.accountId === i.accountId);
   if (!sees) throw notFound('User');
+  // as everywhere else in administration (tenancy.policy): a superadmin's data is for superadmins
+  if (user.role === 'superadmin' && auth.role !== 'superadmin') throw forbidden("Only a superadmin may administer a superadmin's memory");
   if (canInAccount(auth, permission, user.accountId)) return;
   if (!userInstitutions.some((i) => canInInstitution(auth, permission, i))) throw forbidden(`Missing permission ${permission} over this user`);
 }
