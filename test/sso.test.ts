@@ -205,6 +205,17 @@ describe('SSO providers with SSO_TEST_ALLOW_PRIVATE=true (providers on loopback)
       assert.equal(classifyAddress(a, true).allowed, true, a);
     }
     for (const a of ['8.8.8.8', '2606:4700:4700::1111', '172.32.0.1']) assert.equal(classifyAddress(a, false).allowed, true, a);
+    // IPv6 forms that reach an IPv4 address through a translator or a tunnel count as that address:
+    // NAT64 (64:ff9b::/96), 6to4 (2002::/16), Teredo (client address inverted), IPv4-compatible (::/96)
+    for (const a of ['64:ff9b::a9fe:a9fe', '64:ff9b::169.254.169.254', '2002:a9fe:a9fe::', '2001:0:4136:e378:8000:63bf:5601:5601', '::a9fe:a9fe']) {
+      assert.equal(classifyAddress(a, true).allowed, false, a);
+      assert.match((classifyAddress(a, true) as { reason: string }).reason, /carries 169\.254\.169\.254: is a link-local/u, a);
+    }
+    for (const a of ['64:ff9b::7f00:1', '2002:a00:1::', '::127.0.0.1', '64:ff9b:1::a9fe:a9fe']) {
+      assert.equal(classifyAddress(a, false).allowed, false, a);
+      assert.equal(classifyAddress(a, true).allowed, true, a);
+    }
+    for (const a of ['64:ff9b::808:808', '2002:808:808::1']) assert.equal(classifyAddress(a, false).allowed, true, a);
   });
 
   test('the test route is rate limited per user (10 per minute)', async () => {

@@ -12,7 +12,8 @@ import { BlockList, isIP, type LookupFunction } from 'node:net';
  *   SSO_TEST_ALLOW_PRIVATE=true.
  * - The check runs on the address actually connected to: literal IPs before connecting, names inside
  *   the socket's DNS lookup (so a name cannot resolve to one address for the check and another for the
- *   connection), and again on every redirect hop. IPv4-mapped IPv6 addresses count as their IPv4.
+ *   connection), and again on every redirect hop. IPv4-mapped IPv6 addresses count as their IPv4, and so
+ *   do the IPv6 forms that reach an IPv4 address through a translator or a tunnel (embeddedIpv4).
  */
 const ALWAYS = new BlockList();
 ALWAYS.addSubnet('0.0.0.0', 8, 'ipv4');
@@ -36,12 +37,52 @@ PRIVATE.addSubnet('192.0.0.0', 24, 'ipv4');
 PRIVATE.addSubnet('198.18.0.0', 15, 'ipv4');
 PRIVATE.addAddress('::1', 'ipv6');
 PRIVATE.addSubnet('fc00::', 7, 'ipv6');
+PRIVATE.addSubnet('64:ff9b:1::', 48, 'ipv6'); // local-use NAT64 (RFC 8215): the IPv4 it reaches can sit anywhere in it
 
 export type AddressVerdict = { allowed: true } | { allowed: false; reason: string };
+
+/** The eight 16-bit groups of an IPv6 address (a trailing dotted quad allowed), or null. */
+function ipv6Groups(address: string): number[] | null {
+  let text = address.toLowerCase();
+  const quad = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/u.exec(text);
+  if (quad) {
+    const b = quad.slice(1, 5).map(Number);
+    text = `${text.slice(0, quad.index)}${((b[0]! << 8) | b[1]!).toString(16)}:${((b[2]! << 8) | b[3]!).toString(16)}`;
+  }
+  const halves = text.split('::');
+  if (halves.length > 2) return null;
+  const part = (h: string) => (h === '' ? [] : h.split(':').map((g) => parseInt(g, 16)));
+  const head = part(halves[0]!);
+  const tail = halves.length === 2 ? part(halves[1]!) : [];
+  const groups = halves.length === 2 ? [...head, ...Array<number>(8 - head.length - tail.length).fill(0), ...tail] : head;
+  return groups.length === 8 && groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : null;
+}
+
+const ipv4Of = (hi: number, lo: number) => `${hi >>> 8}.${hi & 0xff}.${lo >>> 8}.${lo & 0xff}`;
+
+/**
+ * The IPv4 address an IPv6 one carries, for the forms that reach it through a translator or a tunnel:
+ * NAT64 (64:ff9b::/96; the local-use 64:ff9b:1::/48 is private), 6to4 (2002::/16), Teredo (2001::/32, the client
+ * address inverted) and the deprecated IPv4-compatible ::/96. Null for any other address.
+ */
+export function embeddedIpv4(address: string): string | null {
+  const g = ipv6Groups(address);
+  if (!g) return null;
+  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return ipv4Of(g[6]!, g[7]!);
+  if (g[0] === 0x2002) return ipv4Of(g[1]!, g[2]!);
+  if (g[0] === 0x2001 && g[1] === 0) return ipv4Of(g[6]! ^ 0xffff, g[7]! ^ 0xffff);
+  if (g.slice(0, 6).every((x) => x === 0) && (g[6] !== 0 || g[7]! > 1)) return ipv4Of(g[6]!, g[7]!);
+  return null;
+}
 
 export function classifyAddress(address: string, allowPrivate: boolean): AddressVerdict {
   const family = isIP(address);
   if (family === 0) return { allowed: false, reason: `${address} is not an IP address` };
+  const inner = family === 6 ? embeddedIpv4(address) : null;
+  if (inner) {
+    const verdict = classifyAddress(inner, allowPrivate);
+    if (!verdict.allowed) return { allowed: false, reason: `${address} carries ${inner}: ${verdict.reason.slice(inner.length + 1)}` };
+  }
   const type = family === 4 ? 'ipv4' : 'ipv6';
   if (ALWAYS.check(address, type)) return { allowed: false, reason: `${address} is a link-local, metadata or reserved address (always refused)` };
   if (!allowPrivate && PRIVATE.check(address, type)) return { allowed: false, reason: `${address} is a private or loopback address (refused unless SSO_TEST_ALLOW_PRIVATE=true)` };
