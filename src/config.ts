@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -14,7 +15,12 @@ export interface AppConfig {
   databaseUrl?: string;
   redisUrl?: string;
   logLevel: string;
-  trustProxy: boolean;
+  /**
+   * Whose X-Forwarded-For is believed (Fastify's trustProxy): nobody (false), every hop (true: the client's own
+   * entry included, so only behind a proxy that overwrites the header), or the proxies at these addresses and
+   * CIDR ranges (the client is then the nearest address no listed proxy stands for).
+   */
+  trustProxy: boolean | string[];
   jwtSecret: string;
   encryptionKey: string;
   accessTokenTtlSeconds: number;
@@ -140,6 +146,22 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     if (/^(0|false|no|off)$/i.test(raw)) return false;
     problems.push(`${name} must be true or false (got "${raw}")`);
     return def;
+  };
+  const trustProxy = (name: string): boolean | string[] => {
+    const raw = str(name);
+    if (raw === undefined || /^(0|false|no|off)$/i.test(raw)) return false;
+    if (/^(1|true|yes|on)$/i.test(raw)) return true;
+    const entries = raw.split(',').map((e) => e.trim()).filter(Boolean);
+    const bad = entries.filter((e) => {
+      const [address, bits, extra] = e.split('/');
+      const family = isIP(address ?? '');
+      return family === 0 || extra !== undefined || (bits !== undefined && !(/^\d{1,3}$/u.test(bits) && Number(bits) <= (family === 4 ? 32 : 128)));
+    });
+    if (entries.length === 0 || bad.length > 0) {
+      problems.push(`${name} must be true, false, or a comma-separated list of proxy addresses or CIDR ranges (got "${raw}")`);
+      return false;
+    }
+    return entries;
   };
   const oneOf = <T extends string>(name: string, allowed: readonly T[], def: T): T => {
     const raw = str(name);
@@ -307,7 +329,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     databaseUrl: url('DATABASE_URL'),
     redisUrl: url('REDIS_URL'),
     logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, nodeEnv === 'test' ? 'silent' : 'info'),
-    trustProxy: bool('TRUST_PROXY', false),
+    trustProxy: trustProxy('TRUST_PROXY'),
     jwtSecret: jwtSecret ?? '',
     encryptionKey: encryptionKey ?? '',
     accessTokenTtlSeconds: int('ACCESS_TOKEN_TTL_SECONDS', 900, 30, 86_400),

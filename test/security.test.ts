@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { sql } from 'drizzle-orm';
+import { ConfigError, loadConfig } from '../src/config.js';
 import { IdentityService, SessionIssuer } from '../src/modules/identity/identity.service.js';
 import { updateAccount, updateInstitution } from '../src/modules/tenancy/tenancy.repository.js';
 import { checkUrlList, checkUrlValue } from '../src/modules/tenancy/urls.js';
@@ -459,6 +460,36 @@ describe('security: findings of the probe (issue 7)', () => {
       assert.equal(owner.statusCode, 200, owner.body);
     } finally {
       await app.close();
+    }
+  });
+
+  test('row 13: behind a listed proxy (TRUST_PROXY=<addresses>) the client cannot choose its own IP in X-Forwarded-For', async () => {
+    const app = await startTestApp({ env: { TRUST_PROXY: '127.0.0.1, ::1', LOGIN_RATE_LIMIT_PER_IP: '1000', LOGIN_RATE_LIMIT_PER_EMAIL: '5' } });
+    try {
+      const account = await makeAccount(app.database);
+      const user = await makeUser(app.database, { accountId: account.id });
+      // the proxy on loopback appends the address it saw; whatever the client wrote before it is not believed
+      const statuses: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const r = await app.app.inject({ method: 'POST', url: '/api/auth/login', headers: { 'x-forwarded-for': `10.9.${i}.1, 198.51.100.9` }, payload: { email: user.email, password: `guess-${i}` } });
+        statuses.push(r.statusCode);
+      }
+      assert.deepEqual(statuses, [401, 401, 401, 401, 401, 429]);
+      // another client behind the same proxy is another address
+      const owner = await app.app.inject({ method: 'POST', url: '/api/auth/login', headers: { 'x-forwarded-for': '192.0.2.44' }, payload: { email: user.email, password: PASSWORD } });
+      assert.equal(owner.statusCode, 200, owner.body);
+      // a request that did not come through a listed proxy: its header is not believed at all
+      const direct = await app.app.inject({ method: 'POST', url: '/api/auth/login', remoteAddress: '198.51.100.9', headers: { 'x-forwarded-for': '192.0.2.44' }, payload: { email: user.email, password: PASSWORD } });
+      assert.equal(direct.statusCode, 429, 'the direct caller is 198.51.100.9, still limited');
+    } finally {
+      await app.close();
+    }
+    const env = { NODE_ENV: 'test', DATA_DIR: '/tmp/unused-trust-proxy', JWT_SECRET: 'x'.repeat(32), ENCRYPTION_KEY: 'y'.repeat(32) };
+    assert.deepEqual(loadConfig({ ...env, TRUST_PROXY: '10.0.0.0/8, ::1,192.168.1.10' }).trustProxy, ['10.0.0.0/8', '::1', '192.168.1.10']);
+    assert.equal(loadConfig({ ...env, TRUST_PROXY: 'true' }).trustProxy, true);
+    assert.equal(loadConfig({ ...env }).trustProxy, false);
+    for (const bad of ['proxy.local', '10.0.0.0/33', '10.0.0.1/8/1', ',']) {
+      assert.throws(() => loadConfig({ ...env, TRUST_PROXY: bad }), (e: unknown) => e instanceof ConfigError && /TRUST_PROXY must be true, false, or a comma-separated list/u.test(e.message), bad);
     }
   });
 
