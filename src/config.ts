@@ -1,7 +1,8 @@
-import { isIP } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
+import type { LocalEmbedderVersion } from './providers/embeddings/local.js';
 import type { EmbeddingsConfig } from './providers/embeddings/types.js';
 import type { LlmConfig } from './providers/llm/types.js';
 
@@ -139,18 +140,20 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     }
     return n;
   };
+  /** true or false as the variable spells it; undefined when it is neither */
+  const boolOf = (raw: string): boolean | undefined => (/^(1|true|yes|on)$/i.test(raw) ? true : /^(0|false|no|off)$/i.test(raw) ? false : undefined);
   const bool = (name: string, def: boolean): boolean => {
     const raw = str(name);
     if (raw === undefined) return def;
-    if (/^(1|true|yes|on)$/i.test(raw)) return true;
-    if (/^(0|false|no|off)$/i.test(raw)) return false;
-    problems.push(`${name} must be true or false (got "${raw}")`);
-    return def;
+    const value = boolOf(raw);
+    if (value === undefined) problems.push(`${name} must be true or false (got "${raw}")`);
+    return value ?? def;
   };
   const trustProxy = (name: string): boolean | string[] => {
     const raw = str(name);
-    if (raw === undefined || /^(0|false|no|off)$/i.test(raw)) return false;
-    if (/^(1|true|yes|on)$/i.test(raw)) return true;
+    if (raw === undefined) return false;
+    const flag = boolOf(raw);
+    if (flag !== undefined) return flag;
     const entries = raw.split(',').map((e) => e.trim()).filter(Boolean);
     const bad = entries.filter((e) => {
       const [address, bits, extra] = e.split('/');
@@ -224,7 +227,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     apiKey: str('EMBEDDINGS_API_KEY'),
     model: str('EMBEDDINGS_MODEL'),
     dimensions: int('EMBEDDINGS_DIMENSIONS', 384, 8, 4000),
-    localVersion: int('EMBEDDINGS_LOCAL_VERSION', 2, 1, 2) as 1 | 2,
+    localVersion: int('EMBEDDINGS_LOCAL_VERSION', 2, 1, 2) as LocalEmbedderVersion,
     batchSize: int('EMBEDDINGS_BATCH_SIZE', 64, 1, 2048),
     timeoutMs: int('EMBEDDINGS_TIMEOUT_MS', 60_000, 100, 600_000),
     maxRetries: int('EMBEDDINGS_MAX_RETRIES', 2, 0, 10),

@@ -1,3 +1,5 @@
+import type { LocalEmbedderVersion } from './local.js';
+
 /** Settings of the embedding provider, read from EMBEDDINGS_* environment variables by src/config.ts. */
 export interface EmbeddingsConfig {
   provider: 'local' | 'openai-compatible' | 'onnx';
@@ -7,7 +9,7 @@ export interface EmbeddingsConfig {
   apiKey?: string;
   model?: string;
   /** local: the hashed embedder's version (2: without English stop words; 1: the first one, every word). */
-  localVersion?: 1 | 2;
+  localVersion?: LocalEmbedderVersion;
   /** Vector length; 384 by default. The database column is vector(dimensions). */
   dimensions: number;
   /** Texts per provider call. */
