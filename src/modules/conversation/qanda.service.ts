@@ -311,12 +311,10 @@ export class QandaService {
             else ctx.log.error({ err }, 'the answer could not be produced');
             const failure = upstream ? upstreamFailed('The model provider failed; try again later') : new AppError(500, 'INTERNAL', 'The answer could not be produced');
             // the last event says what the answer used and cost, as a successful one does (contract §6); it is
-            // sent once the failure is settled, so its credits are the ones charged
-            try {
-              throw await fail(failure, usage.totalTokens, Boolean(sink));
-            } finally {
-              emit('', true, { error: failure.message, usage: usage.totalTokens, ...(open ? {} : { credits: toCredits(failedCharge) }) });
-            }
+            // sent once the failure is settled (so its credits are the ones charged), and also if settling failed
+            throw await fail(failure, usage.totalTokens, Boolean(sink)).finally(() =>
+              emit('', true, { error: failure.message, usage: usage.totalTokens, ...(open ? {} : { credits: toCredits(failedCharge) }) }),
+            );
           }
           usage = { inputTokens: usage.inputTokens + result.usage.inputTokens, outputTokens: usage.outputTokens + result.usage.outputTokens, totalTokens: usage.totalTokens + result.usage.totalTokens };
           reportedModel = result.model || requestedModel;

@@ -58,10 +58,9 @@ export function regexSize(pattern: string): number {
       f.total += f.last * (copies - 1);
       f.last *= copies;
       i += m[0].length - 1;
-    } else if (c === '*' || c === '+' || c === '?' || c === '|' || c === '^' || c === '$') {
-      // quantifiers add no copies; anchors and alternation are (at most) one state
-      if (c === '|' || c === '^' || c === '$') atom(1);
-    } else atom(1);
+    } else if (c !== '*' && c !== '+' && c !== '?') {
+      atom(1); // a character, an anchor or a bar (at most one state each); the other quantifiers add no copies
+    }
   }
   // unclosed groups: what they hold still counts
   while (frames.length > 1) {
