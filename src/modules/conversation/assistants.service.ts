@@ -140,9 +140,7 @@ export class AssistantsService {
     assertEditAssistant(auth, current);
     const institution = current.institutionId ? { id: current.institutionId, accountId: current.accountId } : null;
     if (input.admin_only !== undefined && input.admin_only !== current.adminOnly) assertAdminFlags(auth, institution, { adminOnly: true });
-    if ((input.institution_shared !== undefined && input.institution_shared !== current.institutionShared) || (input.editable_others !== undefined && input.editable_others !== current.editableOthers)) {
-      assertSharingChange(auth, current);
-    }
+    assertSharingChange(auth, current, input);
     if (!institution && (input.institution_shared || input.editable_others)) throw badField('institution_shared', 'A personal assistant (no institution) cannot be shared');
     if (input.name !== undefined && input.name.trim() === '') throw badField('name', 'name must not be blank');
     await this.checkCollections(auth, input.ragCollections);

@@ -69,10 +69,11 @@ export function assertEditAssistant(p: Principal, a: AssistantAccess): void {
 /**
  * Who sees and who edits an assistant (institution_shared, editable_others) is for its owner and the admins
  * of its institution: a member allowed to edit another's shared assistant may change what it does, not hide
- * it from everyone or lock it.
+ * it from everyone or lock it. Asking for the values the record already has changes nothing and is let through.
  */
-export function assertSharingChange(p: Principal, a: AssistantAccess): void {
-  if (a.ownerUserId === p.userId || adminOf(p, a)) return;
+export function assertSharingChange(p: Principal, a: AssistantAccess, asked: { institution_shared?: boolean; editable_others?: boolean }): void {
+  const changes = (asked.institution_shared !== undefined && asked.institution_shared !== a.institutionShared) || (asked.editable_others !== undefined && asked.editable_others !== a.editableOthers);
+  if (!changes || a.ownerUserId === p.userId || adminOf(p, a)) return;
   throw forbidden('Only the owner of this assistant or an admin of its institution may change institution_shared or editable_others');
 }
 

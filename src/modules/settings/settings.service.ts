@@ -95,9 +95,7 @@ export class SettingsService {
       assertFlagChange(auth, row);
       patch.adminOnly = input.admin_only;
     }
-    if ((input.editable_others !== undefined && input.editable_others !== row.editableOthers) || (input.institution_shared !== undefined && input.institution_shared !== row.institutionShared)) {
-      assertSharingChange(auth, row);
-    }
+    assertSharingChange(auth, row, input);
     if (input.editable_others !== undefined) patch.editableOthers = input.editable_others;
     if (input.institution_shared !== undefined) patch.institutionShared = input.institution_shared;
     let updated: repo.SettingRow | undefined;
