@@ -75,18 +75,22 @@ export function embeddedIpv4(address: string): string | null {
   return null;
 }
 
+/** Why an address (family 4 or 6) is refused, as the rest of a sentence about it; null when it is not. */
+function refusalOf(address: string, family: number, allowPrivate: boolean): string | null {
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (ALWAYS.check(address, type)) return 'is a link-local, metadata or reserved address (always refused)';
+  if (!allowPrivate && PRIVATE.check(address, type)) return 'is a private or loopback address (refused unless SSO_TEST_ALLOW_PRIVATE=true)';
+  return null;
+}
+
 export function classifyAddress(address: string, allowPrivate: boolean): AddressVerdict {
   const family = isIP(address);
   if (family === 0) return { allowed: false, reason: `${address} is not an IP address` };
   const inner = family === 6 ? embeddedIpv4(address) : null;
-  if (inner) {
-    const verdict = classifyAddress(inner, allowPrivate);
-    if (!verdict.allowed) return { allowed: false, reason: `${address} carries ${inner}: ${verdict.reason.slice(inner.length + 1)}` };
-  }
-  const type = family === 4 ? 'ipv4' : 'ipv6';
-  if (ALWAYS.check(address, type)) return { allowed: false, reason: `${address} is a link-local, metadata or reserved address (always refused)` };
-  if (!allowPrivate && PRIVATE.check(address, type)) return { allowed: false, reason: `${address} is a private or loopback address (refused unless SSO_TEST_ALLOW_PRIVATE=true)` };
-  return { allowed: true };
+  const innerRefusal = inner ? refusalOf(inner, 4, allowPrivate) : null;
+  if (innerRefusal) return { allowed: false, reason: `${address} carries ${inner}: ${innerRefusal}` };
+  const refusal = refusalOf(address, family, allowPrivate);
+  return refusal ? { allowed: false, reason: `${address} ${refusal}` } : { allowed: true };
 }
 
 /** Hostname of a URL without IPv6 brackets. */
