@@ -9,6 +9,7 @@
 // Node itself on this machine, whatever framework or app code sits on top.
 import { createServer } from 'node:http';
 import Fastify from 'fastify';
+import { staticSecurityHeaders } from '../src/http/security-headers.js';
 
 const app = Fastify({ logger: { level: 'warn' } });
 app.get('/hello', async () => ({ success: true, hello: 'world' }));
@@ -23,16 +24,8 @@ await app.listen({ port: Number(process.env.PORT), host: '127.0.0.1' });
 if (process.env.RAW_PORT) {
   const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
   const headers = {
-    'cross-origin-opener-policy': 'same-origin',
-    'cross-origin-resource-policy': 'same-origin',
-    'origin-agent-cluster': '?1',
-    'referrer-policy': 'no-referrer',
-    'x-content-type-options': 'nosniff',
-    'x-dns-prefetch-control': 'off',
-    'x-download-options': 'noopen',
-    'x-frame-options': 'SAMEORIGIN',
-    'x-permitted-cross-domain-policies': 'none',
-    'x-xss-protection': '0',
+    // the app's own helmet headers (HSTS off, its default), computed as the app computes them
+    ...staticSecurityHeaders(0),
     'cache-control': 'public, max-age=60',
     etag: '"Jg-z2FYNGbeSY8F9ci81-OnS5QF"',
     'content-type': 'application/json; charset=utf-8',

@@ -4,7 +4,6 @@ import Fastify, { type FastifyReply, type RouteOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
-import helmet from 'helmet';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -18,6 +17,7 @@ import { BACKGROUND_GIVE_WAY } from './db/activity.js';
 import { databaseOptionsFor, openDatabase, type Database } from './db/client.js';
 import type { EarlyPglite } from './db/early.js';
 import { LISTED_ERRORS_MAX, registerErrorHandling } from './http/errors.plugin.js';
+import { staticSecurityHeaders } from './http/security-headers.js';
 import type { Registry } from 'prom-client';
 import { registerMetrics } from './http/metrics.plugin.js';
 import { DEFAULT_VECTOR_DRAIN, VECTOR_DRAIN_LOCK_TIMEOUT_MS, VectorDrain } from './modules/search/vector-drain.js';
@@ -399,30 +399,6 @@ async function invalidationChannelFor<E>(config: AppConfig, app: App, name: stri
   });
 }
 
-/**
- * The headers helmet sets with this configuration (no content security policy; HSTS when configured),
- * computed once by running helmet's own middleware against a recording response. Its options and
- * defaults stay helmet's; what is saved is helmet's per-request work: @fastify/helmet ran this
- * middleware chain with a setHeader call per header on every request (bench/RESULTS.md).
- */
-function staticSecurityHeaders(hstsMaxAgeSeconds: number): Record<string, string> {
-  const middleware = helmet({
-    contentSecurityPolicy: false,
-    strictTransportSecurity: hstsMaxAgeSeconds > 0 ? { maxAge: hstsMaxAgeSeconds, includeSubDomains: true } : false,
-  });
-  const headers: Record<string, string> = {};
-  const recorder = {
-    setHeader: (name: string, value: string | number | readonly string[]) => void (headers[name.toLowerCase()] = String(value)),
-    removeHeader: (name: string) => void delete headers[name.toLowerCase()],
-  };
-  let ran = false;
-  middleware({} as never, recorder as never, (err?: unknown) => {
-    if (err) throw err;
-    ran = true;
-  });
-  if (!ran) throw new Error('helmet did not run synchronously');
-  return headers;
-}
 
 /** Answers the errors Node's HTTP parser raises before Fastify sees a request: status, code and message in the contract's body. */
 function clientErrorAnswerer(securityHeaders: Record<string, string>) {
