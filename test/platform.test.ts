@@ -202,13 +202,49 @@ describe('platform: errors, operations, OpenAPI', () => {
   });
 
   test('metrics count requests per route template with latency histograms', async () => {
-    await t.app.inject({ method: 'GET', url: '/healthz' });
+    // The samples of the Prometheus text format, by series (name and labels as written).
+    const scrape = async () => {
+      const res = await t.app.inject({ method: 'GET', url: '/metrics' });
+      assert.equal(res.statusCode, 200);
+      assert.match(res.headers['content-type'] as string, /^text\/plain; version=0\.0\.4/);
+      const samples = new Map<string, number>();
+      for (const line of res.body.split('\n')) {
+        const m = /^(\w+(?:\{[^}]*\})?) (\S+)$/.exec(line);
+        if (m) samples.set(m[1]!, Number(m[2]));
+      }
+      return { text: res.body, samples };
+    };
+    const before = await scrape();
+    for (let i = 0; i < 3; i++) await t.app.inject({ method: 'GET', url: '/healthz' });
     await t.app.inject({ method: 'GET', url: '/api/user/me' });
-    const res = await t.app.inject({ method: 'GET', url: '/metrics' });
-    assert.equal(res.statusCode, 200);
-    assert.match(res.body, /http_requests_total\{method="GET",route="\/healthz",status="200"\} \d+/);
-    assert.match(res.body, /http_requests_total\{method="GET",route="\/api\/user\/me",status="401"\} \d+/);
-    assert.match(res.body, /http_request_duration_seconds_bucket\{le="0.005",method="GET",route="\/healthz"\}/);
+    await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer((await login(t.app, world.userA1.email)).accessToken) });
+    await t.app.inject({ method: 'GET', url: '/no/such/route/1' });
+    await t.app.inject({ method: 'POST', url: '/no/such/route/2' });
+    const after = await scrape();
+    const delta = (series: string) => (after.samples.get(series) ?? 0) - (before.samples.get(series) ?? 0);
+
+    assert.match(after.text, /# TYPE http_requests_total counter/);
+    assert.match(after.text, /# TYPE http_request_duration_seconds histogram/);
+    // per route template (not per URL) and status; the scrape itself is not counted
+    assert.equal(delta('http_requests_total{method="GET",route="/healthz",status="200"}'), 3);
+    assert.equal(delta('http_requests_total{method="GET",route="/api/user/me",status="401"}'), 1);
+    assert.equal(delta('http_requests_total{method="GET",route="/api/user/me",status="200"}'), 1);
+    assert.equal(delta('http_requests_total{method="GET",route="unmatched",status="404"}'), 1);
+    assert.equal(delta('http_requests_total{method="POST",route="unmatched",status="404"}'), 1);
+    assert.ok(![...after.samples.keys()].some((k) => k.includes('route="/metrics"')));
+    assert.ok(![...after.samples.keys()].some((k) => k.includes('/no/such/route')));
+
+    // the histogram: cumulative buckets ending in +Inf = _count, a positive _sum
+    const buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+    const series = (le: number | string) => `http_request_duration_seconds_bucket{le="${le}",method="GET",route="/healthz"}`;
+    const counts = [...buckets, '+Inf'].map((le) => after.samples.get(series(le)));
+    assert.ok(counts.every((c) => typeof c === 'number'), 'every bucket is written');
+    for (let i = 1; i < counts.length; i++) assert.ok(counts[i]! >= counts[i - 1]!, 'buckets are cumulative');
+    assert.equal(counts.at(-1), after.samples.get('http_request_duration_seconds_count{method="GET",route="/healthz"}'));
+    assert.equal(delta('http_request_duration_seconds_count{method="GET",route="/healthz"}'), 3);
+    assert.ok(delta('http_request_duration_seconds_sum{method="GET",route="/healthz"}') > 0);
+    // the process's own metrics are still there
+    assert.match(after.text, /^process_cpu_user_seconds_total \d/m);
   });
 
   test('OpenAPI: every route tagged and described, both security schemes, docs served', async () => {
