@@ -130,6 +130,39 @@ describe('POST /api/admin/sessions', () => {
     }
   });
 
+  test("a superadmin's sessions are listed to superadmins only, though its home account and the institution it switched to are the admins'", async () => {
+    // the superadmin's home account is account A; this session of it was opened in institution A1
+    const id = newId();
+    await t.database.db.insert(sessions).values({
+      id,
+      userId: w.superadmin.id,
+      accountId: w.accountA.id,
+      institutionId: w.a1.id,
+      refreshHash: 'root-in-a1',
+      ip: '10.0.0.1',
+      ua: 'operator browser',
+      createdAt: new Date(),
+      lastActivityAt: new Date(),
+      expiresAt: new Date(Date.now() + 86_400_000),
+    });
+    try {
+      const root = await ids(tok.root);
+      assert.ok(root.some((s) => s._id === id));
+      assert.ok(root.some((s) => s.user._id === w.superadmin.id && s._id !== id), "the superadmin's own login session");
+      for (const token of [tok.adminA, tok.instAdminA1]) {
+        const listed = await ids(token);
+        assert.ok(listed.length > 0, 'the admin still lists the sessions of its users');
+        assert.ok(!listed.some((s) => s.user._id === w.superadmin.id), JSON.stringify(listed.filter((s) => s.user._id === w.superadmin.id)));
+        // nor by filtering for it
+        assert.deepEqual(await ids(token, { usersearch: w.superadmin.email }), []);
+        const res = await list(token, { usersearch: w.superadmin.email });
+        assert.equal(res.json().total, 0);
+      }
+    } finally {
+      await t.database.db.delete(sessions).where(eq(sessions.id, id));
+    }
+  });
+
   test('filters: space-separated accounts, institution, literal usersearch, revoked sessions', async () => {
     const both = await ids(tok.root, { account: `  ${w.accountA.id}   ${w.accountB.id} ` });
     assert.ok(both.some((s) => s.account === w.accountB.id) && both.some((s) => s.account === w.accountA.id));

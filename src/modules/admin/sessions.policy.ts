@@ -2,12 +2,23 @@ import type { AuthContext } from '../identity/auth-context.js';
 import type { RowScope } from '../tenancy/tenancy.repository.js';
 import { listingScope } from '../tenancy/tenancy.policy.js';
 
+export interface SessionsScope {
+  /** The accounts and institutions whose sessions are listed. */
+  rows: RowScope;
+  /** Whether sessions of superadmins are listed too. */
+  superadmins: boolean;
+}
+
 /**
  * Which login sessions an admin may list (admin.sessions.read): a superadmin all; an account admin the
  * sessions of users of its account and the sessions opened in its account's institutions, whoever the
  * user (and in institutions it administers elsewhere); an institution admin the sessions opened in
- * (switched to) the institutions it administers. Others 403.
+ * (switched to) the institutions it administers. Others 403. A superadmin's sessions (its addresses,
+ * browsers and hours) are listed to superadmins only, even when its home account or an institution it
+ * switched to is the caller's: only a superadmin administers a superadmin (tenancy.policy), as with its
+ * memory (memory.policy).
  */
-export function sessionsScope(auth: AuthContext): RowScope {
-  return listingScope(auth, 'admin.sessions.read');
+export function sessionsScope(auth: AuthContext): SessionsScope {
+  const rows = listingScope(auth, 'admin.sessions.read');
+  return { rows, superadmins: auth.role === 'superadmin' };
 }

@@ -1,11 +1,11 @@
-import { and, desc, eq, gte, lte, or, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, gte, lte, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { containsInsensitive, inList } from '../../db/search.js';
 import { institutions, sessions, users } from '../../db/schema.js';
-import type { RowScope } from '../tenancy/tenancy.repository.js';
+import type { SessionsScope } from './sessions.policy.js';
 
 export interface SessionListFilter {
-  scope: RowScope;
+  scope: SessionsScope;
   accountIds?: readonly string[];
   institutionId?: string;
   usersearch?: string;
@@ -24,7 +24,9 @@ const ofAccounts = (accountIds: readonly string[]): SQL =>
 
 export async function listSessions(db: DbOrTx, f: SessionListFilter, paging: { limit: number; offset: number }) {
   const conditions: SQL[] = [lte(sessions.createdAt, f.to), gte(sessions.lastActivityAt, f.from)];
-  if (!f.scope.all) conditions.push(or(ofAccounts(f.scope.accountIds), inList(sessions.institutionId, f.scope.institutionIds))!);
+  const { rows: scope, superadmins } = f.scope;
+  if (!scope.all) conditions.push(or(ofAccounts(scope.accountIds), inList(sessions.institutionId, scope.institutionIds))!);
+  if (!superadmins) conditions.push(ne(users.role, 'superadmin'));
   if (f.accountIds) conditions.push(ofAccounts(f.accountIds));
   if (f.institutionId) conditions.push(eq(sessions.institutionId, f.institutionId));
   if (f.usersearch) conditions.push(or(containsInsensitive(users.email, f.usersearch), containsInsensitive(users.fname, f.usersearch), containsInsensitive(users.lname, f.usersearch))!);
