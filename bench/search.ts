@@ -21,6 +21,8 @@
  * BENCH_SEARCH_DIR=<dir> keeps the data directory there instead of a temporary one; a later run with the
  * same directory and the same totalChunks skips the seeding, the HNSW build and the insert measurement, and
  * times the dense side and the route again (for before/after runs of two commits on one dataset).
+ * EMBEDDINGS_LOCAL_VERSION (1 or 2, default 2) is the local embedder's version for seeding and queries: a kept
+ * dataset seeded before version 2 existed needs 1, or its queries are embedded by another model than its chunks.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,6 +38,7 @@ import { packVector } from '../src/modules/search/vectors.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { insertAccount, insertUser } from '../src/modules/tenancy/tenancy.repository.js';
 import { LocalEmbedder } from '../src/providers/embeddings/index.js';
+import type { LocalEmbedderVersion } from '../src/providers/embeddings/local.js';
 import { newId } from '../src/shared/ids.js';
 import { loadCollection } from '../scripts/eval-search.js';
 
@@ -43,6 +46,8 @@ const total = Number(process.argv[2] ?? 100_000);
 const nQueries = Number(process.argv[3] ?? 40);
 const collectionDir = process.argv[4] ?? '/work/shared/datasets/cranfield';
 const FILES = 100;
+/** The local embedder's version, for seeding and queries alike: a dataset kept from before version 2 needs EMBEDDINGS_LOCAL_VERSION=1 (the server's variable). */
+const localVersion = Number(process.env.EMBEDDINGS_LOCAL_VERSION ?? 2) as LocalEmbedderVersion;
 const perFile = Math.ceil(total / FILES);
 
 function rng(seed: number) {
@@ -91,7 +96,7 @@ async function seed() {
   const password = 'bench-password-1';
   // a superadmin: the route's single-method switch (`method`) times each side alone in the same run
   const user = await insertUser(db, { id: newId(), accountId: account.id, email: 'bench@example.com', passwordHash: await hashPassword(password), role: 'superadmin' });
-  const embedder = new LocalEmbedder(384);
+  const embedder = new LocalEmbedder(384, localVersion);
   const r = rng(7);
   const now = new Date();
   const uploadIds: string[] = [];
@@ -154,7 +159,7 @@ async function seed() {
 }
 
 async function timeRoute(db: typeof database.db, userId: string, uploadIds: string[], written: number) {
-  const embedder = new LocalEmbedder(384);
+  const embedder = new LocalEmbedder(384, localVersion);
   const queries = col.queries.slice(0, nQueries).map((q) => q.text);
   const scopes: Array<{ name: string; ids?: string[] }> = [
     { name: `${(perFile * 10) / 1000}k`, ids: uploadIds.slice(0, 10) },
@@ -180,7 +185,7 @@ async function timeRoute(db: typeof database.db, userId: string, uploadIds: stri
   }
 
   // the route, over HTTP
-  const config = loadConfig({ NODE_ENV: 'production', DATA_DIR: dir, JWT_SECRET: 'bench-secret-bench-secret-bench-secret-0123', ENCRYPTION_KEY: 'bench-encryption-key-bench-encryption-0123', LOG_LEVEL: 'warn', INGEST_WORKERS: '0', SEARCH_RATE_LIMIT_PER_MINUTE: '100000', SEARCH_INDEX_CACHE_MB: process.env.SEARCH_INDEX_CACHE_MB ?? '1024' });
+  const config = loadConfig({ NODE_ENV: 'production', DATA_DIR: dir, JWT_SECRET: 'bench-secret-bench-secret-bench-secret-0123', ENCRYPTION_KEY: 'bench-encryption-key-bench-encryption-0123', LOG_LEVEL: 'warn', INGEST_WORKERS: '0', SEARCH_RATE_LIMIT_PER_MINUTE: '100000', SEARCH_INDEX_CACHE_MB: process.env.SEARCH_INDEX_CACHE_MB ?? '1024', EMBEDDINGS_LOCAL_VERSION: String(localVersion) });
   if (routeWorker) {
     await database.close();
     open = undefined;
