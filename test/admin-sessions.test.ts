@@ -25,6 +25,13 @@ describe('POST /api/admin/sessions', () => {
     assert.equal(res.statusCode, 200, res.body);
     return res.json().data as any[];
   };
+  /** A session active now (created and last active now, expiring in a day); returns its id. */
+  const insertLiveSession = async (fields: { userId: string; accountId: string; institutionId: string; ip: string; ua: string }) => {
+    const id = newId();
+    const now = Date.now();
+    await t.database.db.insert(sessions).values({ id, refreshHash: `live-${id}`, createdAt: new Date(now), lastActivityAt: new Date(now), expiresAt: new Date(now + 86_400_000), ...fields });
+    return id;
+  };
   const expectInvalid = (res: { statusCode: number; json(): any }, field: string) => {
     assert.equal(res.statusCode, 400, JSON.stringify(res.json()));
     assert.equal(res.json().error.code, 'VALIDATION_FAILED');
@@ -107,19 +114,7 @@ describe('POST /api/admin/sessions', () => {
     const guest = await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.a1.id]: 'user' } });
     // an account admin of A enrolled nowhere: its rights come from the account alone
     const adminAOnly = (await login(t.app, (await makeUser(t.database, { accountId: w.accountA.id, role: 'accountadmin' })).email)).accessToken;
-    const id = newId();
-    await t.database.db.insert(sessions).values({
-      id,
-      userId: guest.id,
-      accountId: w.accountB.id,
-      institutionId: w.a1.id,
-      refreshHash: 'guest',
-      ip: '10.0.0.7',
-      ua: 'guest browser',
-      createdAt: new Date(),
-      lastActivityAt: new Date(),
-      expiresAt: new Date(Date.now() + 86_400_000),
-    });
+    const id = await insertLiveSession({ userId: guest.id, accountId: w.accountB.id, institutionId: w.a1.id, ip: '10.0.0.7', ua: 'guest browser' });
     try {
       for (const token of [adminAOnly, tok.adminA, tok.instAdminA1, tok.adminB, tok.root]) assert.ok((await ids(token)).some((s) => s._id === id));
       assert.ok((await ids(tok.root, { account: w.accountA.id })).some((s) => s._id === id), 'opened in an institution of account A');
@@ -132,19 +127,7 @@ describe('POST /api/admin/sessions', () => {
 
   test("a superadmin's sessions are listed to superadmins only, though its home account and the institution it switched to are the admins'", async () => {
     // the superadmin's home account is account A; this session of it was opened in institution A1
-    const id = newId();
-    await t.database.db.insert(sessions).values({
-      id,
-      userId: w.superadmin.id,
-      accountId: w.accountA.id,
-      institutionId: w.a1.id,
-      refreshHash: 'root-in-a1',
-      ip: '10.0.0.1',
-      ua: 'operator browser',
-      createdAt: new Date(),
-      lastActivityAt: new Date(),
-      expiresAt: new Date(Date.now() + 86_400_000),
-    });
+    const id = await insertLiveSession({ userId: w.superadmin.id, accountId: w.accountA.id, institutionId: w.a1.id, ip: '10.0.0.1', ua: 'operator browser' });
     try {
       const root = await ids(tok.root);
       assert.ok(root.some((s) => s._id === id));

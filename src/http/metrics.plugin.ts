@@ -89,23 +89,13 @@ export class RequestMetrics {
     entry.count += 1;
   }
 
-  /** The counter as a prom-client metric (registered with `registry.registerMetric`). */
-  readonly counter = {
-    name: 'http_requests_total',
-    help: 'HTTP requests by method, route template and status code',
-    type: 'counter',
-    get: () => ({ name: this.counter.name, help: this.counter.help, type: 'counter', aggregator: 'sum', values: this.counterValues() }),
-    reset: () => this.routes.clear(),
-  };
+  /** The counter and the histogram as prom-client metrics (registered with `registry.registerMetric`). */
+  readonly counter = this.metric('http_requests_total', 'HTTP requests by method, route template and status code', 'counter', () => this.counterValues());
+  readonly histogram = this.metric('http_request_duration_seconds', 'HTTP request latency by method and route template', 'histogram', () => this.histogramValues());
 
-  /** The histogram as a prom-client metric. */
-  readonly histogram = {
-    name: 'http_request_duration_seconds',
-    help: 'HTTP request latency by method and route template',
-    type: 'histogram',
-    get: () => ({ name: this.histogram.name, help: this.histogram.help, type: 'histogram', aggregator: 'sum', values: this.histogramValues() }),
-    reset: () => this.routes.clear(),
-  };
+  private metric(name: string, help: string, type: 'counter' | 'histogram', values: () => MetricValue[]) {
+    return { name, help, type, get: () => ({ name, help, type, aggregator: 'sum', values: values() }), reset: () => this.routes.clear() };
+  }
 
   private counterValues(): MetricValue[] {
     const values: MetricValue[] = [];
