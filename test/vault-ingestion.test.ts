@@ -584,6 +584,30 @@ describe('job queue', () => {
     assert.equal(await status('stale'), 'pending');
   });
 
+  test('an idle worker polls less and less often, up to idlePollMaxMs, and still takes the jobs enqueued meanwhile', async () => {
+    const ran: number[] = [];
+    const worker = new Worker({ db: database.db, queue: 'test.idle', handler: async (payload) => void ran.push(Number(payload.n)), log: silentLog, pollIntervalMs: 20, idlePollMaxMs: 160 });
+    let polls = 0;
+    const claim = worker.claim.bind(worker);
+    worker.claim = async () => {
+      polls++;
+      return claim();
+    };
+    worker.start();
+    try {
+      await new Promise((r) => setTimeout(r, 1000));
+      // every 20 ms without the backoff: ~50 polls in a second (fewer on a busy machine, never more);
+      // with it 20, 40, 80, 160, 160, ... ms: 9 or fewer
+      assert.ok(polls >= 2 && polls <= 12, `${polls} polls in a second`);
+      // backed off, it still takes the work it is woken for
+      await enqueue(database.db, 'test.idle', { n: 1 });
+      await waitUntil('the job ran', async () => ran.length === 1);
+      assert.deepEqual(ran, [1]);
+    } finally {
+      await worker.stop();
+    }
+  });
+
   test('stop() lets the running job finish; a job still running after the grace period is released without using an attempt', async () => {
     let finished = 0;
     const slow = new Worker({

@@ -169,6 +169,14 @@ export interface WorkerOptions {
   clock?: Clock;
   /** Idle poll interval; enqueue in this process wakes the worker earlier. */
   pollIntervalMs?: number;
+  /**
+   * While the queue stays empty the interval doubles after each empty poll, up to this (default 8 ×
+   * pollIntervalMs: 2 s), and falls back to pollIntervalMs once a job is claimed or a local enqueue wakes
+   * the worker. Enqueues in this process are picked up at once whatever the interval; what waits longer
+   * is a job enqueued by another node, or a retry coming due, on an idle queue (at most this long). Each
+   * poll is a statement: on the embedded engine, one the requests queue behind.
+   */
+  idlePollMaxMs?: number;
   /** A running job whose lock is older than this is taken back. */
   leaseMs?: number;
   /** How often a running job renews its lease. */
@@ -205,11 +213,14 @@ export class Worker {
   private readonly sleeper = new Sleeper();
   private current: { job: Job; abort: AbortController } | null = null;
   private lastSweep = 0;
+  /** The current idle poll interval (see WorkerOptions.idlePollMaxMs). */
+  private idleMs: number;
 
   constructor(options: WorkerOptions) {
     const leaseMs = options.leaseMs ?? 5 * 60_000;
     this.o = {
       pollIntervalMs: 250,
+      idlePollMaxMs: 8 * (options.pollIntervalMs ?? 250),
       heartbeatMs: Math.max(1000, Math.floor(leaseMs / 3)),
       sweepIntervalMs: 30_000,
       backoffMs: defaultBackoff,
@@ -218,6 +229,7 @@ export class Worker {
       ...options,
       leaseMs,
     };
+    this.idleMs = this.o.pollIntervalMs;
     this.clock = options.clock ?? systemClock;
     this.tag = `${HOST}/${process.pid}/${BOOT}/${++workerSeq}`;
   }
@@ -251,7 +263,10 @@ export class Worker {
   }
 
   // a wake-up that arrives while claiming or running makes the next sleep return at once
-  private readonly onWake = () => this.sleeper.wake();
+  private readonly onWake = () => {
+    this.idleMs = this.o.pollIntervalMs;
+    this.sleeper.wake();
+  };
 
   private sleep(ms: number): Promise<void> {
     return this.stopping ? Promise.resolve() : this.sleeper.sleep(ms);
@@ -268,9 +283,12 @@ export class Worker {
         if (this.stopping) break;
         const job = await this.claim();
         if (!job) {
-          await this.sleep(this.o.pollIntervalMs);
+          const idle = this.idleMs;
+          this.idleMs = Math.min(idle * 2, Math.max(this.o.pollIntervalMs, this.o.idlePollMaxMs));
+          await this.sleep(idle);
           continue;
         }
+        this.idleMs = this.o.pollIntervalMs;
         await this.run(job);
       } catch (err) {
         // The database being unreachable for a moment must not end the worker: log and retry later.
