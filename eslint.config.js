@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'data/**', 'dist/**', '.test-cache/**', 'src/db/migrations/**'] },
+  { ignores: ['node_modules/**', 'data/**', 'dist/**', 'dist-*/**', '.test-cache/**', 'src/db/migrations/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

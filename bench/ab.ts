@@ -6,18 +6,19 @@
  * Linux only). Two builds measured minutes apart differ by the machine's mood; measured side by side,
  * by the change.
  *
- *   npm run build && cp -r dist /tmp/dist-a        # the build before the change (e.g. on the commit before)
+ *   npm run build && cp -r dist dist-a             # the build before the change (e.g. on the commit before)
  *   ...change..., npm run build                   # the build after, in dist/
- *   npx tsx bench/ab.ts /tmp/dist-a/bundle/cli.js dist/bundle/cli.js [rounds=5] [seconds=3]
+ *   npx tsx bench/ab.ts dist-a/bundle/cli.js dist/bundle/cli.js [rounds=5] [seconds=3]
  *
  * ROUTES=branding,me,healthz,memory chooses the app's scenarios (default branding,me). Copy the whole dist/
- * directory: the bundle starts the database's worker from dist/db.
+ * directory (the bundle starts the database's worker from dist/db), and inside the project: the bundle
+ * imports its packages from the project's node_modules. `dist-*` is ignored by git and the linter.
  */
 import autocannon from 'autocannon';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, startServer } from './support.js';
+import { freePort, median, seedMemoryRows, seedWorld, startServer } from './support.js';
 
 const [entryA, entryB, roundsArg, secondsArg] = process.argv.slice(2);
 if (!entryA || !entryB) {
@@ -37,24 +38,18 @@ function cpuMicros(pid: number): number {
 async function startApp(entry: string) {
   const dataDir = mkdtempSync(join(tmpdir(), 'twin-ab-'));
   const port = await freePort();
+  const admin = { email: 'ab@example.com', password: 'bench-password' };
   const child = await startServer(
     [entry, 'serve'],
-    { DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', NODE_ENV: 'production', JWT_SECRET: 'ab-secret-'.repeat(4), ENCRYPTION_KEY: 'ab-key-'.repeat(8), INGEST_WORKERS: '0', BOOTSTRAP_ADMIN_EMAIL: 'ab@example.com', BOOTSTRAP_ADMIN_PASSWORD: 'bench-password' },
+    { DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', NODE_ENV: 'production', JWT_SECRET: 'ab-secret-'.repeat(4), ENCRYPTION_KEY: 'ab-key-'.repeat(8), INGEST_WORKERS: '0', BOOTSTRAP_ADMIN_EMAIL: admin.email, BOOTSTRAP_ADMIN_PASSWORD: admin.password },
     `http://127.0.0.1:${port}/healthz`,
   );
   const base = `http://127.0.0.1:${port}`;
-  const api = async (method: string, path: string, token: string | null, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, { method, headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
-    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
-    return (await res.json()) as { accessToken: string; data: { _id: string; publicId: string } };
-  };
-  const token = (await api('POST', '/api/auth/login', null, { email: 'ab@example.com', password: 'bench-password' })).accessToken;
-  const account = (await api('POST', '/api/admin/account', token, { name: 'Bench' })).data;
-  const institution = (await api('POST', '/api/admin/institution', token, { account: account._id, name: 'Bench Institute', ainame: 'Benchy', about: 'Benchmarks', picture: 'https://cdn.example/a.png' })).data;
-  for (let i = 0; i < 20; i++) await api('POST', '/api/user/memory', token, { key_name: `key ${i}`, key_value: `value ${i} `.repeat(8), key_namespace: 'bench' });
-  const auth = { authorization: `Bearer ${token}` };
+  const world = await seedWorld(base, admin);
+  await seedMemoryRows(base, world.userToken);
+  const auth = { authorization: `Bearer ${world.userToken}` };
   const scenarios: Record<string, autocannon.Options> = {
-    branding: { url: `${base}/api/agent/branding`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: institution.publicId }) },
+    branding: { url: `${base}/api/agent/branding`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
     me: { url: `${base}/api/user/me`, headers: auth },
     memory: { url: `${base}/api/user/memory`, headers: auth },
     healthz: { url: `${base}/healthz` },
@@ -90,7 +85,6 @@ try {
       results.set(name, entry);
     }
   }
-  const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
   const ceiling = median(results.get('bare GET /hello')!.rps);
   console.log(`${rounds} rounds of ${seconds} s, medians; A = ${entryA}, B = ${entryB}`);
   console.log('| scenario | req/s | / bare GET | server CPU µs a request | CPU per round |\n|---|---|---|---|---|');

@@ -30,6 +30,7 @@ import {
   operations,
   percentile,
   runProcess,
+  seedMemoryRows,
   seedWorld,
   startProcess,
   startServer,
@@ -445,11 +446,7 @@ console.log(`\nJSON ${JSON.stringify({ date: new Date().toISOString(), cores: cp
 /** Memory rows for the memory scenario: through the module's own write route if it has one. */
 async function seedMemory(w: BenchWorld): Promise<number> {
   const ops = await operations(base);
-  if (ops.has('POST /api/user/memory')) {
-    for (let i = 0; i < 20; i++) {
-      await api(base, 'POST', '/api/user/memory', { token: w.userToken, body: { key_name: `bench_key_${i}`, key_value: `value ${i}`, key_namespace: 'bench' }, expect: [201] });
-    }
-  }
+  if (ops.has('POST /api/user/memory')) await seedMemoryRows(base, w.userToken);
   const listed = await api(base, 'GET', '/api/user/memory', { token: w.userToken });
   return Array.isArray(listed?.data) ? listed.data.length : 0;
 }

@@ -152,6 +152,13 @@ export async function seedWorld(base: string, admin: { email: string; password: 
   return { rootToken, userToken, userEmail, password, accountId: account._id, institutionId: institution._id, publicId: institution.publicId, userId: user._id };
 }
 
+/** `rows` memory parameters of the user (personal), through the module's write route. */
+export async function seedMemoryRows(base: string, token: string, rows = 20): Promise<void> {
+  for (let i = 0; i < rows; i++) {
+    await api(base, 'POST', '/api/user/memory', { token, body: { key_name: `bench_key_${i}`, key_value: `value ${i}`, key_namespace: 'bench' }, expect: [201] });
+  }
+}
+
 /** "METHOD /path" of every operation in the app's OpenAPI document (paths in OpenAPI form: /x/{id}). */
 export async function operations(base: string): Promise<Set<string>> {
   const doc = (await (await fetch(`${base}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
