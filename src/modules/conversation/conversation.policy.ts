@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { inList } from '../../db/search.js';
 import { forbidden, notFound } from '../../shared/errors.js';
+import { changesSharing, type SharingRequest } from '../../shared/sharing.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { canInAccount, canInInstitution, type Principal } from '../tenancy/permissions.js';
 import { listingScope, seesInstitution } from '../tenancy/tenancy.policy.js';
@@ -71,9 +72,8 @@ export function assertEditAssistant(p: Principal, a: AssistantAccess): void {
  * of its institution: a member allowed to edit another's shared assistant may change what it does, not hide
  * it from everyone or lock it. Asking for the values the record already has changes nothing and is let through.
  */
-export function assertSharingChange(p: Principal, a: AssistantAccess, asked: { institution_shared?: boolean; editable_others?: boolean }): void {
-  const changes = (asked.institution_shared !== undefined && asked.institution_shared !== a.institutionShared) || (asked.editable_others !== undefined && asked.editable_others !== a.editableOthers);
-  if (!changes || a.ownerUserId === p.userId || adminOf(p, a)) return;
+export function assertSharingChange(p: Principal, a: AssistantAccess, asked: SharingRequest): void {
+  if (!changesSharing(asked, a) || a.ownerUserId === p.userId || adminOf(p, a)) return;
   throw forbidden('Only the owner of this assistant or an admin of its institution may change institution_shared or editable_others');
 }
 

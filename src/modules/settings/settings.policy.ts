@@ -1,6 +1,7 @@
 import { and, eq, or, type SQL } from 'drizzle-orm';
 import { settings } from '../../db/schema.js';
 import { forbidden, notFound } from '../../shared/errors.js';
+import { changesSharing, type SharingRequest } from '../../shared/sharing.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { canInInstitution } from '../tenancy/permissions.js';
 
@@ -68,9 +69,8 @@ export function assertFlagChange(auth: AuthContext, row: SettingAccessRow): void
  * of the institution: a member allowed to edit another's shared setting may change its value, not hide it
  * from everyone or lock it. Asking for the values the record already has changes nothing and is let through.
  */
-export function assertSharingChange(auth: AuthContext, row: SettingAccessRow, asked: { institution_shared?: boolean; editable_others?: boolean }): void {
-  const changes = (asked.institution_shared !== undefined && asked.institution_shared !== row.institutionShared) || (asked.editable_others !== undefined && asked.editable_others !== row.editableOthers);
-  if (!changes || row.userId === auth.userId || isSettingsAdmin(auth, { id: row.institutionId, accountId: row.institutionAccountId })) return;
+export function assertSharingChange(auth: AuthContext, row: SettingAccessRow, asked: SharingRequest): void {
+  if (!changesSharing(asked, row) || row.userId === auth.userId || isSettingsAdmin(auth, { id: row.institutionId, accountId: row.institutionAccountId })) return;
   throw forbidden('Only its creator and the admins of the institution may change institution_shared or editable_others');
 }
 
