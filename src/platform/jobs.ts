@@ -218,9 +218,8 @@ export class Worker {
 
   constructor(options: WorkerOptions) {
     const leaseMs = options.leaseMs ?? 5 * 60_000;
+    const pollIntervalMs = options.pollIntervalMs ?? 250;
     this.o = {
-      pollIntervalMs: 250,
-      idlePollMaxMs: 8 * (options.pollIntervalMs ?? 250),
       heartbeatMs: Math.max(1000, Math.floor(leaseMs / 3)),
       sweepIntervalMs: 30_000,
       backoffMs: defaultBackoff,
@@ -228,8 +227,10 @@ export class Worker {
       retainDoneMs: 7 * 86_400_000,
       ...options,
       leaseMs,
+      pollIntervalMs,
+      idlePollMaxMs: Math.max(pollIntervalMs, options.idlePollMaxMs ?? 8 * pollIntervalMs),
     };
-    this.idleMs = this.o.pollIntervalMs;
+    this.idleMs = pollIntervalMs;
     this.clock = options.clock ?? systemClock;
     this.tag = `${HOST}/${process.pid}/${BOOT}/${++workerSeq}`;
   }
@@ -284,7 +285,7 @@ export class Worker {
         const job = await this.claim();
         if (!job) {
           const idle = this.idleMs;
-          this.idleMs = Math.min(idle * 2, Math.max(this.o.pollIntervalMs, this.o.idlePollMaxMs));
+          this.idleMs = Math.min(idle * 2, this.o.idlePollMaxMs);
           await this.sleep(idle);
           continue;
         }
