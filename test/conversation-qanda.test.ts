@@ -14,6 +14,8 @@ import {
   releaseIdempotencyKey,
 } from '../src/platform/idempotency.js';
 import { RAG_ONLY_NOTHING_FOUND } from '../src/modules/conversation/qanda.service.js';
+import { maxCostUnits, toCredits } from '../src/modules/conversation/pricing.js';
+import { countInputTokens, loadEncoding } from '../src/providers/llm/tokens.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
@@ -410,6 +412,34 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(paid.json().credits, 0.35);
     assert.equal(await balance('users', w.userA2.id), before - 0.35);
     assert.equal(paid.json().creditsRemaining, before - 0.35);
+  });
+
+  test('the reservation is the maximum cost of the prompt as sent, its passages counted once: a balance of exactly that is enough', async () => {
+    await loadEncoding();
+    const para = (i: number) => `Section ${i}. The zorblax reactor of station ${i} turns plasma into flux; engineers calibrate the zorblax reactor every cycle and log the flux readings and the coolant pressure.`;
+    const file = await uploadOk(t.app, tok.userA2!, { name: 'zorblax.txt', content: Array.from({ length: 40 }, (_, i) => para(i)).join('\n\n'), type: 'text/plain' }, { scope: 'instance', institution: w.a2.id });
+    assert.equal((await waitForIngestion(t.app, tok.userA2!, file._id)).status, 'active');
+    stub.setChatHandler(() => ({ content: 'ok', usage: { prompt_tokens: 10, completion_tokens: 10 } }));
+    const question = { inputs: ['How is the zorblax reactor calibrated?'] };
+    const start = await balance('users', w.userA2.id);
+    const first = await ask(tok.userA2!, question);
+    assert.equal(first.statusCode, 200, first.body);
+    const sent = stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages as Array<{ role: 'system' | 'user' | 'assistant'; content: string }>;
+    assert.ok((sent[0]!.content.match(/\[\d+\] \(zorblax\.txt/g) ?? []).length >= 2, 'the prompt carries several passages');
+    // userA2 pays from its own balance (a2 does not pool); a2's completion budget is 200 tokens; stub-chat costs 3 / 5
+    const most = toCredits(maxCostUnits(countInputTokens(sent), 200, { input: 3, output: 5 }));
+    const [reserve] = (await ledgerOf(first.json().historyId)).filter((l) => l.kind === 'reserve');
+    assert.equal(-Number(reserve!.delta), most);
+    // the same request with a balance of exactly its maximum cost is answered; a ten-thousandth less is not
+    await t.database.db.execute(sql`update users set credits = ${most} where id = ${w.userA2.id}`);
+    const second = await ask(tok.userA2!, question);
+    assert.equal(second.statusCode, 200, second.body);
+    assert.deepEqual(stub.requestsTo('/v1/chat/completions').at(-1)!.body.messages, sent);
+    await t.database.db.execute(sql`update users set credits = ${most - 0.0001} where id = ${w.userA2.id}`);
+    const third = await ask(tok.userA2!, question);
+    assert.equal(third.statusCode, 402, third.body);
+    await t.database.db.execute(sql`update users set credits = ${start} where id = ${w.userA2.id}`);
+    await t.app.inject({ method: 'DELETE', url: `/api/user/files/${file._id}`, headers: bearer(tok.userA2!) });
   });
 
   test('validation: blank question, unknown time zone, foreign institution, invisible assistant', async () => {

@@ -159,7 +159,8 @@ describe('local chat model: answer', () => {
     assert.ok(res.text.includes('hr-handbook.docx'));
     assert.ok(!res.text.includes('visitor-guide.pdf') && !res.text.includes('cafeteria'), res.text);
     assert.equal(res.usage.outputTokens, countTokens(res.text));
-    const expectedInput = 3 + 2 * 3 + countTokens('Answer from the passages.') + countTokens('How many days of annual leave do I get, and when do unused days expire?') + passages.reduce((n, p) => n + countTokens(p.text) + countTokens(p.source), 0);
+    // the input is the messages: `context` is the structured copy of passages a prompt's messages carry, not more input
+    const expectedInput = 3 + 2 * 3 + countTokens('Answer from the passages.') + countTokens('How many days of annual leave do I get, and when do unused days expire?');
     assert.equal(res.usage.inputTokens, expectedInput);
   });
 

@@ -215,7 +215,7 @@ export class QandaService {
     };
 
     // ── credit check: the maximum cost, reserved atomically ──
-    let reserved = maxCostUnits(countInputTokens(prompt.messages, prompt.context) + toolTokens, maxTokens, price);
+    let reserved = maxCostUnits(countInputTokens(prompt.messages) + toolTokens, maxTokens, price);
     const now = () => ctx.clock.now();
     const balance = await reserveCredits(ctx.db, payer, reserved, auth.userId, historyId, now());
     if (balance === null) throw insufficientCredits(`Not enough credits for this request (it may cost up to ${toCredits(reserved)} credits)`);
@@ -329,7 +329,7 @@ export class QandaService {
             toolRecords.push({ tool: call.name, arguments: parseArguments(call.arguments), response });
             messages.push({ role: 'tool', content: response, toolCallId: call.id });
           }
-          const more = maxCostUnits(countInputTokens(messages, prompt.context) + toolTokens, maxTokens, price);
+          const more = maxCostUnits(countInputTokens(messages) + toolTokens, maxTokens, price);
           if (!(await extendReservation(ctx.db, payer, more, auth.userId, historyId, now()))) {
             // What was consumed so far is paid; the request ends as the reservation could not grow.
             const err = await fail(insufficientCredits('Not enough credits for the next model call of this answer (tool round)'), usage.totalTokens, Boolean(sink), {

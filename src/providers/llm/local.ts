@@ -22,7 +22,7 @@ export class LocalChatModel implements ChatModel {
     await loadEncoding();
     const raw = request.purpose === 'sanitize' ? cleanText(lastUserMessage(request)) : extractiveAnswer(lastUserMessage(request), request.context ?? [], request.maxTokens);
     const text = request.maxTokens !== undefined ? truncateToTokens(raw, request.maxTokens) : raw;
-    const inputTokens = countInputTokens(request.messages, request.context);
+    const inputTokens = countInputTokens(request.messages);
     const outputTokens = countTextTokens(text);
     return { text, model: this.defaultModel, usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens }, ...(text.length < raw.length ? { truncated: true } : {}) };
   }

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { ChatMessage, ContextPassage } from './types.js';
+import type { ChatMessage } from './types.js';
 
 type Encoding = typeof import('gpt-tokenizer/encoding/o200k_base');
 
@@ -45,11 +45,13 @@ export function countTextTokens(text: string): number {
   return text === '' ? 0 : o200k().countTokens(text, PLAIN_TEXT);
 }
 
-/** Input tokens of a chat call: every message (with framing) plus the text of retrieved passages. */
-export function countInputTokens(messages: readonly ChatMessage[], context: readonly ContextPassage[] = []): number {
+/**
+ * Input tokens of a chat call: every message with its framing. Retrieved passages are counted where they
+ * are, in the prompt's messages; a request's `context` is a structured copy of them, not more input.
+ */
+export function countInputTokens(messages: readonly ChatMessage[]): number {
   let total = TOKENS_REPLY_PRIMER;
   for (const m of messages) total += TOKENS_PER_MESSAGE + countTextTokens(m.content);
-  for (const p of context) total += countTextTokens(p.text) + (p.source ? countTextTokens(p.source) : 0);
   return total;
 }
 

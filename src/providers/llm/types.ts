@@ -53,7 +53,11 @@ export interface ChatRequest {
   model?: string;
   maxTokens?: number;
   temperature?: number;
-  /** Retrieved passages for purpose 'answer'. */
+  /**
+   * Retrieved passages for purpose 'answer', as a structured copy of what the messages already carry
+   * (the prompt numbers them in its system message): the local answerer reads them from here. They are
+   * not more input: a call's input tokens are its messages'.
+   */
   context?: ContextPassage[];
   /** Functions the model may call; a result with toolCalls asks the caller to run them and call again. */
   tools?: ToolDefinition[];
