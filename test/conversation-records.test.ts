@@ -151,6 +151,42 @@ describe('conversation records: histories, assistants, admin listings', () => {
     assert.deepEqual(inputsOf(await histories_(tok.userA1!, { search: 'first.{0,255}a1' })), ['first in a1']);
   });
 
+  test('a search is matched a page of text at a time: the newest matches and the total are those of one match over everything; a search over its time budget stops', async () => {
+    // a user of its own with 400 records of ~1.5 KB (about 10 pages of 64 KB) and one of 150 KB matched a slice at a time
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const token = (await login(t.app, user.email)).accessToken;
+    const rows: Array<typeof histories.$inferInsert> = [];
+    for (let i = 0; i < 400; i++) {
+      const at = new Date(T0 + i * 60_000);
+      const hit = i % 7 === 3 ? ` needle-${i}` : '';
+      rows.push({ id: newId(), userId: user.id, accountId: w.accountA.id, institutionId: w.a1.id, success: true, input: `record ${i}`, inputs: [`record ${i}`], outputs: [`${'filler words '.repeat(110)}${hit}`], createdAt: at, updatedAt: at });
+    }
+    // the large one: its match is in the last of four 40,000-character strings
+    const bigAt = new Date(T0 + 500 * 60_000);
+    rows.push({ id: newId(), userId: user.id, accountId: w.accountA.id, institutionId: w.a1.id, success: true, input: 'big', inputs: ['a'.repeat(40_000), 'b'.repeat(40_000), 'c'.repeat(40_000)], outputs: [`${'d'.repeat(39_990)} needle-big`], createdAt: bigAt, updatedAt: bigAt });
+    for (let i = 0; i < rows.length; i += 100) await t.database.db.insert(histories).values(rows.slice(i, i + 100));
+    const { SEARCH_PAGE_CHARS, listHistories, SearchBudgetExceeded } = await import('../src/modules/conversation/histories.repository.js');
+    const matching = rows.filter((r) => [r.input, ...(r.inputs ?? []), ...(r.outputs ?? [])].some((x) => /NEEDLE-\d+|needle-big/iu.test(x!)));
+    assert.equal(matching.length, 58);
+    assert.ok(rows.reduce((n, r) => n + (r.outputs ?? []).join('').length, 0) > 8 * SEARCH_PAGE_CHARS, 'several pages');
+    const res = await histories_(token, { allInstitutions: true, search: 'NEEDLE-[0-9]+|needle-big', limit: 5 });
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json();
+    const newest = matching.slice(-5);
+    assert.deepEqual(body.data.map((r: any) => r.in.input), newest.map((r) => r.input));
+    assert.equal(body.total, 58);
+    assert.equal(body.totalInScope, 401);
+    // the large record alone: found in its last slice, and not found by a pattern none of its strings holds
+    assert.deepEqual(inputsOf(await histories_(token, { search: 'needle-big' })), ['big']);
+    assert.deepEqual(inputsOf(await histories_(token, { search: 'aaab' })), []);
+    // without a search, the listing is as before
+    assert.equal((await histories_(token, { limit: 1000 })).json().data.length, 401);
+    // a search over its budget stops (here a budget of 0: after the first page); one page is always matched
+    const q = { userId: user.id, institutionId: w.a1.id, search: 'needle', limit: 100 };
+    await assert.rejects(listHistories(t.database.db, q, true, 0), SearchBudgetExceeded);
+    assert.deepEqual((await listHistories(t.database.db, { ...q, search: '^big$', limit: 1 }, false, 0)).rows.map((r) => r.input), ['big']);
+  });
+
   test('trimming to 200 characters, tool responses cut at 80 unless tools', async () => {
     const [rec] = (await histories_(tok.userA1!, { historyId: ids['Fourth LONG'] })).json().data;
     assert.equal(rec.in.inputs[0].length, 200);

@@ -133,19 +133,113 @@ function searchCondition(pattern: string): SQL {
               or exists(select 1 from unnest(h.outputs) x where x ~* ${pattern}))`;
 }
 
-export async function listHistories(db: DbOrTx, q: HistoryQuery, withTotals: boolean) {
-  const scope = scopeConditions(q);
-  const all = q.search ? [...scope, searchCondition(q.search)] : scope;
-  const where = sql.join(all, sql` and `);
-  // Newest first, then reversed by the caller: the page holds the newest `limit` records.
-  const rows = await rowsOf<HistoryView>(db, sql`${VIEW} where ${where} order by h.created_at desc, h.id desc limit ${q.limit}`);
-  if (!withTotals) return { rows, total: undefined, totalInScope: undefined };
-  const [t] = await rowsOf<{ total: number; in_scope: number }>(
+/**
+ * A regex search is matched a page at a time, never over a whole history in one statement: the engine runs
+ * one statement at a time for every tenant, and matching costs up to ~4 µs a character for the largest
+ * automaton a search may ask for (`([ab]{240}a){4}c` over 90,000 characters: 0.38 s). A page is at most
+ * SEARCH_PAGE_CHARS of text (a record larger than that is matched a slice of its strings at a time), so
+ * no statement of a search holds the engine for more than a fraction of a second, other requests'
+ * statements run between pages, and the search stops with SearchBudgetExceeded after SEARCH_BUDGET_MS.
+ */
+export const SEARCH_PAGE_CHARS = 64 * 1024;
+export const SEARCH_BUDGET_MS = 5_000;
+/** Records whose text sizes one statement reads while a search pages through a history. */
+const SEARCH_SIZE_WINDOW = 1_000;
+
+export class SearchBudgetExceeded extends Error {
+  constructor(readonly budgetMs: number) {
+    super(`the search did not finish in ${budgetMs} ms`);
+  }
+}
+
+/** The strings a search matches in a record, in one array: the input, then the inputs, then the outputs. */
+const SEARCHED = sql`(array[h.input] || coalesce(h.inputs, '{}') || coalesce(h.outputs, '{}'))`;
+
+/**
+ * Ids of the records in scope that the pattern matches, newest first: the first `limit` of them, and how many
+ * there are in all when `countAll` (else the count stops with the page that filled the limit).
+ */
+async function searchPages(db: DbOrTx, scope: SQL[], pattern: string, limit: number, countAll: boolean, budgetMs: number): Promise<{ ids: string[]; total: number }> {
+  const started = performance.now();
+  const ids: string[] = [];
+  let total = 0;
+  let cursor: { at: string; id: string } | undefined;
+  let pages = 0;
+  /** after the first page: whether the search has used its time */
+  const overBudget = () => pages++ > 0 && performance.now() - started > budgetMs;
+  for (;;) {
+    const after = cursor ? [sql`(h.created_at, h.id) < (${cursor.at}::timestamptz, ${cursor.id})`] : [];
+    const window = await rowsOf<{ id: string; at: string; chars: number | string }>(
+      db,
+      sql`select h.id, h.created_at::text as at, (select coalesce(sum(octet_length(x)), 0) from unnest(${SEARCHED}) x)::bigint as chars
+            from histories h where ${sql.join([...scope, ...after], sql` and `)}
+           order by h.created_at desc, h.id desc limit ${SEARCH_SIZE_WINDOW}`,
+    );
+    for (let i = 0; i < window.length; ) {
+      if (overBudget()) throw new SearchBudgetExceeded(budgetMs);
+      // the next page: records while their text fits (at least one)
+      let j = i;
+      let chars = 0;
+      while (j < window.length && (j === i || chars + Number(window[j]!.chars) <= SEARCH_PAGE_CHARS)) chars += Number(window[j++]!.chars);
+      const page = window.slice(i, j);
+      i = j;
+      const hits =
+        page.length === 1 && chars > SEARCH_PAGE_CHARS
+          ? (await matchesInSlices(db, page[0]!.id, pattern, Math.max(0, budgetMs - (performance.now() - started))))
+            ? new Set([page[0]!.id])
+            : new Set<string>()
+          : new Set((await rowsOf<{ id: string }>(db, sql`select h.id from histories h where ${inList(sql.raw('h.id'), page.map((r) => r.id))} and ${searchCondition(pattern)}`)).map((r) => r.id));
+      for (const r of page) {
+        if (!hits.has(r.id)) continue;
+        total++;
+        if (ids.length < limit) ids.push(r.id);
+      }
+      if (!countAll && ids.length >= limit) return { ids, total };
+    }
+    if (window.length < SEARCH_SIZE_WINDOW) return { ids, total };
+    const last = window[window.length - 1]!;
+    cursor = { at: last.at, id: last.id };
+  }
+}
+
+/** Whether the pattern matches one large record, its strings matched SEARCH_PAGE_CHARS at a time (one string more at most). */
+async function matchesInSlices(db: DbOrTx, id: string, pattern: string, budgetMs: number): Promise<boolean> {
+  const started = performance.now();
+  const sizes = await rowsOf<{ n: number | string; chars: number | string }>(
     db,
-    sql`select count(*) filter (where ${q.search ? searchCondition(q.search) : sql`true`})::int as total, count(*)::int as in_scope
-          from histories h where ${sql.join(scope, sql` and `)}`,
+    sql`select e.n, octet_length(e.x)::bigint as chars from histories h, unnest(${SEARCHED}) with ordinality e(x, n) where h.id = ${id} order by e.n`,
   );
-  return { rows, total: Number(t?.total ?? 0), totalInScope: Number(t?.in_scope ?? 0) };
+  for (let i = 0; i < sizes.length; ) {
+    if (i > 0 && performance.now() - started > budgetMs) throw new SearchBudgetExceeded(budgetMs);
+    let j = i;
+    let chars = 0;
+    while (j < sizes.length && (j === i || chars + Number(sizes[j]!.chars) <= SEARCH_PAGE_CHARS)) chars += Number(sizes[j++]!.chars);
+    const [hit] = await rowsOf<{ hit: boolean }>(
+      db,
+      sql`select exists(select 1 from histories h, unnest(${SEARCHED}) with ordinality e(x, n)
+                         where h.id = ${id} and e.n between ${Number(sizes[i]!.n)} and ${Number(sizes[j - 1]!.n)} and e.x ~* ${pattern}) as hit`,
+    );
+    if (hit?.hit) return true;
+    i = j;
+  }
+  return false;
+}
+
+export async function listHistories(db: DbOrTx, q: HistoryQuery, withTotals: boolean, budgetMs = SEARCH_BUDGET_MS) {
+  const scope = scopeConditions(q);
+  const order = sql`order by h.created_at desc, h.id desc`;
+  if (!q.search) {
+    // Newest first, then reversed by the caller: the page holds the newest `limit` records.
+    const rows = await rowsOf<HistoryView>(db, sql`${VIEW} where ${sql.join(scope, sql` and `)} ${order} limit ${q.limit}`);
+    if (!withTotals) return { rows, total: undefined, totalInScope: undefined };
+    const [t] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from histories h where ${sql.join(scope, sql` and `)}`);
+    return { rows, total: Number(t?.n ?? 0), totalInScope: Number(t?.n ?? 0) };
+  }
+  const found = await searchPages(db, scope, q.search, q.limit, withTotals, budgetMs);
+  const rows = found.ids.length ? await rowsOf<HistoryView>(db, sql`${VIEW} where ${inList(sql.raw('h.id'), found.ids)} ${order}`) : [];
+  if (!withTotals) return { rows, total: undefined, totalInScope: undefined };
+  const [t] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from histories h where ${sql.join(scope, sql` and `)}`);
+  return { rows, total: found.total, totalInScope: Number(t?.n ?? 0) };
 }
 
 export interface FeedbackFilter {

@@ -10,7 +10,7 @@ export const HistoriesBody = Type.Object({
   before: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_EPOCH_MS, description: `Epoch ms: records created before (0 … ${MAX_EPOCH_MS}, i.e. up to 9999-12-31T23:59:59.999Z; beyond: 400)` })),
   after: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_EPOCH_MS, description: `Epoch ms: records created after (0 … ${MAX_EPOCH_MS}, i.e. up to 9999-12-31T23:59:59.999Z; beyond: 400)` })),
   historyId: Type.Optional(Id('One specific record of the caller, whatever institution it was asked in (personal space included); with `institution` given, only if it belongs there')),
-  search: Type.Optional(Type.String({ maxLength: 200, description: 'Case-insensitive regular expression (POSIX/Postgres syntax, no back-references) over input, inputs, output, outputs; the empty one matches every record' })),
+  search: Type.Optional(Type.String({ maxLength: 200, description: 'Case-insensitive regular expression (POSIX/Postgres syntax, no back-references) over input, inputs, output, outputs; the empty one matches every record. Counted repetitions may expand to at most 1,000 copies; a search still running after 5 s over a long history is a 400 (narrow it with before, after, institution or course_id)' })),
   tools: Type.Optional(Type.Boolean({ description: 'true: full tool responses; otherwise responses over 80 characters are cut' })),
   allInstitutions: Type.Optional(Type.Boolean({ description: 'Every enrolled institution plus the personal space; overrides institution; course_id ignored' })),
 });

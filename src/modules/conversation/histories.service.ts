@@ -113,20 +113,22 @@ export class HistoriesService {
     // before an institution switch), unless `institution` (or allInstitutions) narrows it explicitly.
     const byIdAnywhere = input.historyId !== undefined && input.institution === undefined && !all;
     const institutionId = input.institution === undefined ? auth.institutionId : input.institution;
-    const { rows, total, totalInScope } = await repo.listHistories(
-      this.ctx.db,
-      {
-        userId: auth.userId,
-        ...(all ? { institutionIds: [...auth.memberships.keys()] } : byIdAnywhere ? {} : { institutionId: institutionId ?? null }),
-        courseId: input.course_id,
-        before: input.before !== undefined ? new Date(input.before) : undefined,
-        after: input.after !== undefined ? new Date(input.after) : undefined,
-        historyId: input.historyId,
-        search,
-        limit: input.limit ?? 100,
-      },
-      all,
-    );
+    const query: repo.HistoryQuery = {
+      userId: auth.userId,
+      ...(all ? { institutionIds: [...auth.memberships.keys()] } : byIdAnywhere ? {} : { institutionId: institutionId ?? null }),
+      courseId: input.course_id,
+      before: input.before !== undefined ? new Date(input.before) : undefined,
+      after: input.after !== undefined ? new Date(input.after) : undefined,
+      historyId: input.historyId,
+      search,
+      limit: input.limit ?? 100,
+    };
+    const { rows, total, totalInScope } = await repo.listHistories(this.ctx.db, query, all).catch((err: unknown) => {
+      if (err instanceof repo.SearchBudgetExceeded) {
+        throw badField('search', `search did not finish in ${err.budgetMs / 1000} s over this history: narrow it (before, after, institution, course_id) or use a simpler pattern`);
+      }
+      throw err;
+    });
     const data = rows.reverse().map((r) => presentHistory(r, { full: false, tools: input.tools === true, institutionObjects: all }));
     return { success: true, data, ...(all ? { total, totalInScope } : {}) };
   }
