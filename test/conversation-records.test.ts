@@ -367,4 +367,31 @@ describe('conversation records: histories, assistants, admin listings', () => {
       assert.equal((await list(tok.superadmin!, { limitsearch: 2 })).json().pageSize, 2);
     });
   });
+
+  test("what a superadmin owns (its records' feedback, its personal assistants) is listed to superadmins only; usersearch is matched with its spaces", async () => {
+    const feedbacks = (token: string, body: Record<string, unknown> = {}) => t.app.inject({ method: 'POST', url: '/api/admin/feedbacks', headers: { 'x-access-token': token }, payload: body });
+    const assistants = (token: string, body: Record<string, unknown> = {}) => t.app.inject({ method: 'POST', url: '/api/admin/assistants', headers: { 'x-access-token': token }, payload: body });
+    // the superadmin's home account is A: a personal record with feedback, one asked in a1, a personal assistant and one in a1
+    const s = { userId: w.superadmin.id, accountId: w.accountA.id };
+    await record('root personal question', { ...s, institutionId: null, minutes: 20, feedback: 'root: internal note' });
+    await record('root question in a1', { ...s, institutionId: w.a1.id, minutes: 21, thumbUpDown: 'down' });
+    const mine = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.superadmin!), payload: { name: 'Root private helper', instructions: 'operator runbook', institution: null } });
+    assert.equal(mine.statusCode, 201, mine.body);
+    const inA1 = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.superadmin!), payload: { name: 'Root helper for a1', instructions: 'x', institution: w.a1.id, institution_shared: true } });
+    assert.equal(inA1.statusCode, 201, inA1.body);
+    const rootFeedback = (token: string) => feedbacks(token, { pageSize: 5000 }).then((r) => r.json().data.filter((f: any) => f.user._id === w.superadmin.id).map((f: any) => f.in.input).sort());
+    const rootAssistants = (token: string) => assistants(token, { pageSize: 5000 }).then((r) => r.json().data.filter((a: any) => a.name.startsWith('Root ')).map((a: any) => a.name).sort());
+    assert.deepEqual(await rootFeedback(tok.superadmin!), ['root personal question', 'root question in a1']);
+    assert.deepEqual(await rootAssistants(tok.superadmin!), ['Root helper for a1', 'Root private helper']);
+    for (const admin of ['accountAdminA', 'adminA1'] as const) {
+      assert.deepEqual(await rootFeedback(tok[admin]!), [], admin);
+      // an assistant a superadmin made in an institution is the institution's
+      assert.deepEqual(await rootAssistants(tok[admin]!), ['Root helper for a1'], admin);
+    }
+    // usersearch is a literal substring, spaces included (every test user is "Test User"); a blank one is no filter
+    assert.equal((await assistants(tok.superadmin!, { usersearch: ' User' })).json().total, 0);
+    assert.equal((await feedbacks(tok.superadmin!, { usersearch: ' User' })).json().total, 0);
+    assert.equal((await feedbacks(tok.superadmin!, { usersearch: 'User' })).json().total, (await feedbacks(tok.superadmin!)).json().total, 'without the space, every asker');
+    assert.equal((await feedbacks(tok.superadmin!, { usersearch: '   ' })).json().total, (await feedbacks(tok.superadmin!)).json().total);
+  });
 });

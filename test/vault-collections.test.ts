@@ -602,6 +602,9 @@ describe('vault collections and select-all-ids', () => {
       assert.deepEqual(await search('\\'), expectIds('backslash'));
       assert.deepEqual(await search('c:\\temp'), expectIds('backslash'));
       assert.deepEqual(await search('report-final'), expectIds('upper'));
+      // spaces are part of the term: ' v1' is in 'notes v1.md', not in 'notes (v1).*.md'
+      assert.deepEqual(await search(' v1'), expectIds('regexNear'));
+      assert.deepEqual(await search('v1'), expectIds('regex', 'regexNear'));
       assert.deepEqual(await search('[a-z]'), []);
       assert.deepEqual(await search('^notes'), []);
       assert.deepEqual(await search("'; drop table uploads; --"), []);

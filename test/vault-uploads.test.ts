@@ -445,6 +445,9 @@ describe('vault uploads: list, get, download, patch, delete', () => {
     assert.deepEqual(ids(await list('collection=root&scope=instance')), [b, c].map((x) => x._id).sort());
     assert.deepEqual(ids(await list(`fileNameSearch=${encodeURIComponent('100%_')}`)), [a._id]);
     assert.deepEqual(ids(await list('fileNameSearch=selected')), [c._id]);
+    // a blank search is no filter (as in select-all-ids); otherwise its spaces are part of it
+    assert.deepEqual(ids(await list(`fileNameSearch=${encodeURIComponent('   ')}`)), ids(all));
+    assert.deepEqual(ids(await list(`fileNameSearch=${encodeURIComponent(' done')}`)), []);
     assert.deepEqual(ids(await list('scope=personal')), [p._id]);
     const page1 = await list('scope=instance&pageSize=2&page=1');
     const page2 = await list('scope=instance&pageSize=2&page=2');

@@ -4,7 +4,7 @@ import { Id, ListEnvelope, Nullable, PageFields } from '../../shared/schemas.js'
 export const SessionsListBody = Type.Object({
   account: Type.Optional(Type.String({ maxLength: 4000, description: 'Account id, or several separated by spaces (malformed ids: 400)' })),
   institution: Type.Optional(Id('Only sessions opened in (switched to) this institution')),
-  usersearch: Type.Optional(Type.String({ maxLength: 200, description: 'Case-insensitive substring of the e-mail, first or last name; %, _ and regex characters match literally' })),
+  usersearch: Type.Optional(Type.String({ maxLength: 200, description: 'Case-insensitive substring of the e-mail, first or last name; %, _ and regex characters match literally, spaces included; a blank one is no filter' })),
   daterange: Type.Optional(
     Type.Array(Type.String({ format: 'date-time' }), {
       minItems: 2,

@@ -3,7 +3,7 @@ import { rowsOf, type Db, type DbOrTx } from '../../db/client.js';
 import { assistantLikes, assistants, collections, institutions } from '../../db/schema.js';
 import { containsInsensitive, inList } from '../../db/search.js';
 import type { AuthContext } from '../identity/auth-context.js';
-import type { RowScope } from '../tenancy/tenancy.repository.js';
+import type { AdminListingScope } from './conversation.policy.js';
 import { visibleCondition } from '../vault/vault.policy.js';
 import { assistantVisibleSql, type InstitutionSwitches } from './conversation.policy.js';
 
@@ -136,7 +136,7 @@ export async function listVisibleAssistants(db: DbOrTx, auth: AuthContext, insti
 }
 
 export interface AdminAssistantFilter {
-  scope: RowScope;
+  scope: AdminListingScope;
   institutionId?: string;
   accountIds?: string[];
   usersearch?: string;
@@ -146,9 +146,9 @@ export interface AdminAssistantFilter {
 
 export async function listAssistantsForAdmin(db: DbOrTx, filter: AdminAssistantFilter, paging: { limit: number; offset: number }, viewerId: string) {
   const conditions: SQL[] = [];
-  if (!filter.scope.all) {
-    conditions.push(sql`(${inList(sql.raw('a.account_id'), filter.scope.accountIds)} or ${inList(sql.raw('a.institution_id'), filter.scope.institutionIds)})`);
-  }
+  const scope = filter.scope.rows;
+  if (!scope.all) conditions.push(sql`(${inList(sql.raw('a.account_id'), scope.accountIds)} or ${inList(sql.raw('a.institution_id'), scope.institutionIds)})`);
+  if (!filter.scope.superadmins) conditions.push(sql`(a.institution_id is not null or u.role is distinct from 'superadmin')`);
   if (filter.institutionId) conditions.push(sql`a.institution_id = ${filter.institutionId}`);
   if (filter.accountIds) conditions.push(inList(sql.raw('a.account_id'), filter.accountIds));
   if (filter.adminOnly) conditions.push(sql`a.admin_only`);

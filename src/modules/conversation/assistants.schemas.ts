@@ -86,7 +86,7 @@ export const AdminAssistantsBody = Type.Object({
   minimum: Type.Optional(Type.Boolean({ default: false, description: 'true: items are {_id, name, institution}' })),
   institution: Type.Optional(Id('Only assistants of this institution')),
   account: Type.Optional(Type.String({ maxLength: 5000, description: 'Account id(s), space-separated' })),
-  usersearch: Type.Optional(Type.String({ maxLength: 200, description: "Literal case-insensitive substring of the owner's e-mail, first or last name" })),
+  usersearch: Type.Optional(Type.String({ maxLength: 200, description: "Literal case-insensitive substring of the owner's e-mail, first or last name (spaces included; a blank one is no filter)" })),
   admin_only: Type.Optional(Type.Boolean({ description: 'true: only admin_only assistants' })),
   system_only: Type.Optional(Type.Boolean({ description: 'true: only assistants with no owner' })),
   ...ListingPageFields,

@@ -172,7 +172,7 @@ export class AssistantsService {
         scope,
         institutionId: input.institution,
         accountIds: accountIds?.length ? accountIds : undefined,
-        usersearch: input.usersearch?.trim() || undefined,
+        usersearch: input.usersearch?.trim() ? input.usersearch : undefined,
         adminOnly: input.admin_only === true,
         systemOnly: input.system_only === true,
       },

@@ -129,14 +129,27 @@ export function assistantVisibleSql(p: AuthContext): SQL {
   )`;
 }
 
+/** What an admin listing of records and assistants may return. */
+export interface AdminListingScope {
+  /** The accounts and institutions whose rows are listed. */
+  rows: RowScope;
+  /**
+   * Whether what superadmins own is listed too: their Q&A records with a thumb or feedback (questions,
+   * answers, notes) anywhere, and their personal assistants (no institution). Only a superadmin
+   * administers a superadmin (tenancy.policy), as with its sessions (sessions.policy) and memory
+   * (memory.policy); assistants a superadmin made in an institution are that institution's.
+   */
+  superadmins: boolean;
+}
+
 /** Rows the admin feedbacks listing may return (admin.feedbacks.read), or 403. */
-export function feedbackListingScope(p: Principal): RowScope {
-  return listingScope(p, 'admin.feedbacks.read');
+export function feedbackListingScope(p: Principal): AdminListingScope {
+  return { rows: listingScope(p, 'admin.feedbacks.read'), superadmins: p.role === 'superadmin' };
 }
 
 /** Rows the admin assistants listing may return (admin.assistants.read), or 403. */
-export function assistantListingScope(p: Principal): RowScope {
-  return listingScope(p, 'admin.assistants.read');
+export function assistantListingScope(p: Principal): AdminListingScope {
+  return { rows: listingScope(p, 'admin.assistants.read'), superadmins: p.role === 'superadmin' };
 }
 
 /** A history record is its asker's: anyone else gets 404. */

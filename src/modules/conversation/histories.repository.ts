@@ -2,7 +2,7 @@ import { and, eq, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { histories } from '../../db/schema.js';
 import { containsInsensitive, inList } from '../../db/search.js';
-import type { RowScope } from '../tenancy/tenancy.repository.js';
+import type { AdminListingScope } from './conversation.policy.js';
 
 export type HistoryRow = typeof histories.$inferSelect;
 
@@ -243,7 +243,7 @@ export async function listHistories(db: DbOrTx, q: HistoryQuery, withTotals: boo
 }
 
 export interface FeedbackFilter {
-  scope: RowScope;
+  scope: AdminListingScope;
   institutionId?: string;
   accountIds?: string[];
   usersearch?: string;
@@ -252,7 +252,9 @@ export interface FeedbackFilter {
 /** Records with a thumb or feedback text, for POST /api/admin/feedbacks. */
 export async function listFeedbacks(db: DbOrTx, f: FeedbackFilter, paging: { limit: number; offset: number }) {
   const c: SQL[] = [sql`(h.thumb_up_down is not null or h.feedback is not null)`];
-  if (!f.scope.all) c.push(sql`(${inList(sql.raw('h.account_id'), f.scope.accountIds)} or ${inList(sql.raw('h.institution_id'), f.scope.institutionIds)})`);
+  const scope = f.scope.rows;
+  if (!scope.all) c.push(sql`(${inList(sql.raw('h.account_id'), scope.accountIds)} or ${inList(sql.raw('h.institution_id'), scope.institutionIds)})`);
+  if (!f.scope.superadmins) c.push(sql`u.role <> 'superadmin'`);
   if (f.institutionId) c.push(sql`h.institution_id = ${f.institutionId}`);
   if (f.accountIds) c.push(inList(sql.raw('h.account_id'), f.accountIds));
   if (f.usersearch) {

@@ -70,7 +70,7 @@ export const HistoryEnvelope = Type.Object({ success: Type.Boolean(), data: Hist
 export const FeedbacksBody = Type.Object({
   account: Type.Optional(Type.String({ maxLength: 5000, description: 'Account id(s), space-separated' })),
   institution: Type.Optional(Id('Only records of this institution')),
-  usersearch: Type.Optional(Type.String({ maxLength: 200, description: "Literal case-insensitive substring of the asker's e-mail, first or last name" })),
+  usersearch: Type.Optional(Type.String({ maxLength: 200, description: "Literal case-insensitive substring of the asker's e-mail, first or last name (spaces included; a blank one is no filter)" })),
   ...ListingPageFields,
 });
 export type FeedbacksInput = Static<typeof FeedbacksBody>;

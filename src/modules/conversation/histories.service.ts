@@ -153,7 +153,7 @@ export class HistoriesService {
     if (accountIds?.some((id) => !isUuid(id))) throw badField('account', 'account must be space-separated account ids');
     const { rows, total } = await repo.listFeedbacks(
       this.ctx.db,
-      { scope, institutionId: input.institution, accountIds: accountIds?.length ? accountIds : undefined, usersearch: input.usersearch?.trim() || undefined },
+      { scope, institutionId: input.institution, accountIds: accountIds?.length ? accountIds : undefined, usersearch: input.usersearch?.trim() ? input.usersearch : undefined },
       { limit, offset },
     );
     const data = rows.map((r) => ({

@@ -186,7 +186,7 @@ export class CollectionsService {
    * active, the sub-collections there. Without a status filter, deleted files are left out.
    */
   async selectAllIds(auth: AuthContext, input: SelectAllIdsInput) {
-    const search = input.fileNameSearch?.trim() ? input.fileNameSearch.trim() : undefined;
+    const search = input.fileNameSearch?.trim() ? input.fileNameSearch : undefined;
     const filtered = search !== undefined || input.status !== undefined;
 
     let parentId: string | null = null;

@@ -375,7 +375,7 @@ export class UploadsService {
     if (q.collection === 'root') filters.collectionId = null;
     else if (q.collection) filters.collectionId = q.collection;
     filters.status = q.status;
-    if (q.fileNameSearch) filters.fileNameSearch = q.fileNameSearch;
+    if (q.fileNameSearch?.trim()) filters.fileNameSearch = q.fileNameSearch;
     const { rows, total } = await repo.listVisibleUploads(this.ctx.db, auth, filters, limit, offset);
     return { rows, total, page, pageSize };
   }
