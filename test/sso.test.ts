@@ -206,12 +206,13 @@ describe('SSO providers with SSO_TEST_ALLOW_PRIVATE=true (providers on loopback)
     }
     for (const a of ['8.8.8.8', '2606:4700:4700::1111', '172.32.0.1']) assert.equal(classifyAddress(a, false).allowed, true, a);
     // IPv6 forms that reach an IPv4 address through a translator or a tunnel count as that address:
-    // NAT64 (64:ff9b::/96), 6to4 (2002::/16), Teredo (client address inverted), IPv4-compatible (::/96)
-    for (const a of ['64:ff9b::a9fe:a9fe', '64:ff9b::169.254.169.254', '2002:a9fe:a9fe::', '2001:0:4136:e378:8000:63bf:5601:5601', '::a9fe:a9fe']) {
+    // NAT64 (64:ff9b::/96; the local-use 64:ff9b:1::/48 with its /96 and /48 layouts), 6to4 (2002::/16), Teredo (client
+    // address inverted), IPv4-compatible (::/96), IPv4-translated (::ffff:0:0/96)
+    for (const a of ['64:ff9b::a9fe:a9fe', '64:ff9b::169.254.169.254', '64:ff9b:1::a9fe:a9fe', '64:ff9b:1:a9fe:a9:fe00::', '2002:a9fe:a9fe::', '2001:0:4136:e378:8000:63bf:5601:5601', '::a9fe:a9fe', '::ffff:0:a9fe:a9fe']) {
       assert.equal(classifyAddress(a, true).allowed, false, a);
       assert.match((classifyAddress(a, true) as { reason: string }).reason, /carries 169\.254\.169\.254: is a link-local/u, a);
     }
-    for (const a of ['64:ff9b::7f00:1', '2002:a00:1::', '::127.0.0.1', '64:ff9b:1::a9fe:a9fe']) {
+    for (const a of ['64:ff9b::7f00:1', '2002:a00:1::', '::127.0.0.1', '64:ff9b:1::a00:1', '::ffff:0:a00:1']) {
       assert.equal(classifyAddress(a, false).allowed, false, a);
       assert.equal(classifyAddress(a, true).allowed, true, a);
     }

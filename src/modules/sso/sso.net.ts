@@ -13,7 +13,7 @@ import { BlockList, isIP, type LookupFunction } from 'node:net';
  * - The check runs on the address actually connected to: literal IPs before connecting, names inside
  *   the socket's DNS lookup (so a name cannot resolve to one address for the check and another for the
  *   connection), and again on every redirect hop. IPv4-mapped IPv6 addresses count as their IPv4, and so
- *   do the IPv6 forms that reach an IPv4 address through a translator or a tunnel (embeddedIpv4).
+ *   do the IPv6 forms that reach an IPv4 address through a translator or a tunnel (embeddedIpv4s).
  */
 const ALWAYS = new BlockList();
 ALWAYS.addSubnet('0.0.0.0', 8, 'ipv4');
@@ -61,18 +61,38 @@ function ipv6Groups(address: string): number[] | null {
 const ipv4Of = (hi: number, lo: number) => `${hi >>> 8}.${hi & 0xff}.${lo >>> 8}.${lo & 0xff}`;
 
 /**
- * The IPv4 address an IPv6 one carries, for the forms that reach it through a translator or a tunnel:
- * NAT64 (64:ff9b::/96; the local-use 64:ff9b:1::/48 is private), 6to4 (2002::/16), Teredo (2001::/32, the client
- * address inverted) and the deprecated IPv4-compatible ::/96. Null for any other address.
+ * The IPv4 addresses an IPv6 one may carry, for the forms that reach one through a translator or a tunnel:
+ * NAT64 (64:ff9b::/96; the local-use 64:ff9b:1::/48, private as a whole, with a candidate for each prefix
+ * length it may be used with), 6to4 (2002::/16), Teredo (2001::/32, the client address inverted), the
+ * deprecated IPv4-compatible ::/96 and the IPv4-translated ::ffff:0:0/96 (SIIT). Empty for any other address;
+ * IPv4-mapped addresses (::ffff:0:0/96 without the zero group) BlockList already checks as their IPv4.
  */
-export function embeddedIpv4(address: string): string | null {
+export function embeddedIpv4s(address: string): string[] {
   const g = ipv6Groups(address);
-  if (!g) return null;
-  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return ipv4Of(g[6]!, g[7]!);
-  if (g[0] === 0x2002) return ipv4Of(g[1]!, g[2]!);
-  if (g[0] === 0x2001 && g[1] === 0) return ipv4Of(g[6]! ^ 0xffff, g[7]! ^ 0xffff);
-  if (g.slice(0, 6).every((x) => x === 0) && (g[6] !== 0 || g[7]! > 1)) return ipv4Of(g[6]!, g[7]!);
-  return null;
+  if (!g) return [];
+  const hi = (x: number) => x >>> 8;
+  const lo = (x: number) => x & 0xff;
+  const quad = (a: number, b: number, c: number, d: number) => `${a}.${b}.${c}.${d}`;
+  // NAT64, well-known prefix 64:ff9b::/96 (RFC 6052)
+  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return [ipv4Of(g[6]!, g[7]!)];
+  // NAT64, local-use prefix 64:ff9b:1::/48 (RFC 8215): the translator's prefix is /48 to /96, and each length
+  // places the IPv4 address elsewhere (RFC 6052 §2.2, around the reserved octet of bits 64–71): all are candidates
+  // (the zeros the other layouts read as 0.0.0.0/8, which no translator routes, are left out)
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) {
+    return [
+      quad(hi(g[3]!), lo(g[3]!), lo(g[4]!), hi(g[5]!)), // /48
+      quad(lo(g[3]!), lo(g[4]!), hi(g[5]!), lo(g[5]!)), // /56
+      quad(lo(g[4]!), hi(g[5]!), lo(g[5]!), hi(g[6]!)), // /64
+      ipv4Of(g[6]!, g[7]!), // /96
+    ].filter((a) => !a.startsWith('0.'));
+  }
+  // 6to4 (2002::/16) and Teredo (2001::/32, the client's address inverted)
+  if (g[0] === 0x2002) return [ipv4Of(g[1]!, g[2]!)];
+  if (g[0] === 0x2001 && g[1] === 0) return [ipv4Of(g[6]! ^ 0xffff, g[7]! ^ 0xffff)];
+  // IPv4-compatible (::a.b.c.d), and IPv4-translated (::ffff:0:a.b.c.d, SIIT, RFC 2765)
+  if (g.slice(0, 6).every((x) => x === 0) && (g[6] !== 0 || g[7]! > 1)) return [ipv4Of(g[6]!, g[7]!)];
+  if (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) return [ipv4Of(g[6]!, g[7]!)];
+  return [];
 }
 
 /** Why an address (family 4 or 6) is refused, as the rest of a sentence about it; null when it is not. */
@@ -86,9 +106,10 @@ function refusalOf(address: string, family: number, allowPrivate: boolean): stri
 export function classifyAddress(address: string, allowPrivate: boolean): AddressVerdict {
   const family = isIP(address);
   if (family === 0) return { allowed: false, reason: `${address} is not an IP address` };
-  const inner = family === 6 ? embeddedIpv4(address) : null;
-  const innerRefusal = inner ? refusalOf(inner, 4, allowPrivate) : null;
-  if (innerRefusal) return { allowed: false, reason: `${address} carries ${inner}: ${innerRefusal}` };
+  for (const inner of family === 6 ? embeddedIpv4s(address) : []) {
+    const innerRefusal = refusalOf(inner, 4, allowPrivate);
+    if (innerRefusal) return { allowed: false, reason: `${address} carries ${inner}: ${innerRefusal}` };
+  }
   const refusal = refusalOf(address, family, allowPrivate);
   return refusal ? { allowed: false, reason: `${address} ${refusal}` } : { allowed: true };
 }
