@@ -986,3 +986,11 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     }
   });
 });
+
+test('creditsTotal is credits + creditsUsed to the ten-thousandth, without a binary-float tail', async () => {
+  const { creditsTotal, presentInstitutionsUsage } = await import('../src/modules/tenancy/tenancy.presenters.js');
+  assert.notEqual(0.1 + 0.2, 0.3);
+  assert.equal(creditsTotal(0.1, 0.2), 0.3);
+  assert.equal(creditsTotal(1234.5678, 0.0001), 1234.5679);
+  assert.deepEqual(presentInstitutionsUsage({ accountId: 'a', count: 2, credits: 0.1, creditsUsed: 0.2 }), { count: 2, credits: 0.1, creditsUsed: 0.2, creditsTotal: 0.3, creditsUsagePct: 66.67 });
+});

@@ -1,6 +1,9 @@
 import { presentUser } from '../identity/identity.presenters.js';
 import type { AccountRow, InstitutionRow, InstitutionsUsageRow, UserMembershipRow, UserRow } from './tenancy.repository.js';
 
+/** credits + creditsUsed, to the ten-thousandth credits are kept in (no binary-float tail such as 0.30000000000000004). */
+export const creditsTotal = (credits: number, creditsUsed: number): number => Math.round((credits + creditsUsed) * 10_000) / 10_000;
+
 /** creditsUsed / (credits + creditsUsed) × 100, two decimals; 0 when nothing was ever granted. */
 export function usagePct(credits: number, creditsUsed: number): number {
   const total = credits + creditsUsed;
@@ -23,7 +26,7 @@ export function presentAccount(a: AccountRow) {
 export function presentInstitutionsUsage(u: InstitutionsUsageRow | undefined) {
   const credits = u?.credits ?? 0;
   const creditsUsed = u?.creditsUsed ?? 0;
-  return { count: u?.count ?? 0, credits, creditsUsed, creditsTotal: credits + creditsUsed, creditsUsagePct: usagePct(credits, creditsUsed) };
+  return { count: u?.count ?? 0, credits, creditsUsed, creditsTotal: creditsTotal(credits, creditsUsed), creditsUsagePct: usagePct(credits, creditsUsed) };
 }
 
 /** Cloud services without their secrets: only whether a token is stored, for which provider, until when. */
@@ -61,7 +64,7 @@ export function presentInstitution(i: InstitutionRow) {
     credits,
     creditsUsed,
     creditAward: Number(i.creditAward),
-    creditsTotal: credits + creditsUsed,
+    creditsTotal: creditsTotal(credits, creditsUsed),
     creditsUsagePct: usagePct(credits, creditsUsed),
     maxCompletionTokens: i.maxCompletionTokens,
     maxFiles: i.maxFiles,
