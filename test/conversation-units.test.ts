@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { ContentFilter } from '../src/modules/conversation/content-filter.js';
 import { trim } from '../src/modules/conversation/histories.service.js';
-import { costUnits, maxCostUnits, priceFor, unitsToDecimal } from '../src/modules/conversation/pricing.js';
+import { chargeUnits, costUnits, exactCost, maxCostUnits, priceFor, unitsToDecimal } from '../src/modules/conversation/pricing.js';
 import { classicPrompt, localDateTime, PROMPT_GENERATORS, PROMPT_MODES, soulPrompt, soulV2Prompt, type PromptContext } from '../src/modules/conversation/prompts.js';
 import { runTool, selectTools } from '../src/modules/conversation/tools.js';
 import { maxTokensFieldFor } from '../src/providers/llm/openai-compatible.js';
@@ -92,6 +92,13 @@ describe('pricing', () => {
     assert.equal(costUnits(1000, 0, { input: 3, output: 0, discount: 25 }), 22_500);
     assert.equal(costUnits(333, 777, { input: 0.15, output: 0.6 }), Math.ceil((333 * 0.15 + 777 * 0.6) * 10));
     assert.ok(maxCostUnits(100, 500, { input: 1, output: 2 }) >= costUnits(110, 500, { input: 1, output: 2 }));
+    // the calls of one answer are added exactly and the charge rounded once: three calls of 0.000001 credit
+    // each are one unit (0.0001), not three
+    const tiny = { input: 0.001, output: 0 };
+    assert.equal(chargeUnits(exactCost(1, 0, tiny) + exactCost(1, 0, tiny) + exactCost(1, 0, tiny)), 1);
+    const half = { input: 0.15, output: 0 }; // one token: 0.00015 credit = 1.5 units
+    assert.equal(costUnits(1, 0, half), 2);
+    assert.equal(chargeUnits(exactCost(1, 0, half) + exactCost(1, 0, half)), 3, '2 × 1.5 units = 3 units, not 2 × 2');
   });
 
   test('a model absent from MODEL_PRICES costs the "*" entry', () => {

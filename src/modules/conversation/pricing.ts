@@ -25,23 +25,34 @@ export function priceFor(model: string, prices: Record<string, ModelPrice>): Mod
   return prices[model] ?? prices['*'] ?? { input: 1, output: 2 };
 }
 
+/** Exact costs are kept in hundred-thousandths of a unit until the one rounding of a charge. */
+const SCALE = 100_000;
+
 /**
- * Cost in units of input and output tokens at a price (credits per 1,000 tokens), less the price's
- * discount percent, rounded UP to the next 0.0001 credit (contract §6).
+ * The exact cost of input and output tokens at a price (credits per 1,000 tokens), less the price's discount
+ * percent, in units × SCALE: not rounded, so that the calls of one answer (tool rounds) add up before the
+ * charge is rounded once (contract §6: a charge is rounded up to 0.0001 credit).
  */
-export function costUnits(inputTokens: number, outputTokens: number, price: ModelPrice): number {
+export function exactCost(inputTokens: number, outputTokens: number, price: ModelPrice): number {
   // price × tokens / 1000 credits = price × tokens × 10 units; computed on integers of 1e-6 price steps.
   const inMicro = Math.round(price.input * 1_000_000);
   const outMicro = Math.round(price.output * 1_000_000);
   const discount = Math.round((price.discount ?? 0) * 100); // in 1/100 percent, 0..10000
   // units × 1e5 (micro price × tokens × 10 / 1e6 × 1e5 = micro × tokens): integers until the division.
-  const grossScaled = inMicro * inputTokens + outMicro * outputTokens; // = units × 100_000
-  const netScaled = (grossScaled * (10_000 - discount)) / 10_000;
-  return Math.max(0, Math.ceil(netScaled / 100_000 - 1e-9));
+  const grossScaled = inMicro * Math.max(0, inputTokens) + outMicro * Math.max(0, outputTokens);
+  return (grossScaled * (10_000 - discount)) / 10_000;
 }
 
-export function costOfUsage(usage: TokenUsage, price: ModelPrice): number {
-  return costUnits(Math.max(0, usage.inputTokens), Math.max(0, usage.outputTokens), price);
+/** An exact cost (exactCost, or a sum of them) as a charge: rounded UP to the next unit (0.0001 credit). */
+export const chargeUnits = (exact: number): number => Math.max(0, Math.ceil(exact / SCALE - 1e-9));
+
+/** Cost in units of input and output tokens at a price, rounded up to the next 0.0001 credit (contract §6). */
+export function costUnits(inputTokens: number, outputTokens: number, price: ModelPrice): number {
+  return chargeUnits(exactCost(inputTokens, outputTokens, price));
+}
+
+export function exactCostOfUsage(usage: TokenUsage, price: ModelPrice): number {
+  return exactCost(usage.inputTokens, usage.outputTokens, price);
 }
 
 /**

@@ -14,7 +14,7 @@ import { actingIn, assertUseAssistant } from './conversation.policy.js';
 import { extendReservation, ReservationClosedError, reserveCredits, settleCredits, type Payer } from './credits.repository.js';
 import * as historiesRepo from './histories.repository.js';
 import { loadMemoryParameters } from './memory.js';
-import { costOfUsage, maxCostUnits, priceFor, toCredits } from './pricing.js';
+import { chargeUnits, exactCostOfUsage, maxCostUnits, priceFor, toCredits } from './pricing.js';
 import { PROMPT_GENERATORS, type PromptContext, type PromptMode, type PromptPassage } from './prompts.js';
 import type { QandaInput, QandaResult } from './qanda.schemas.js';
 import { RESERVATION_STALE_MS } from './reservation-sweep.js';
@@ -224,6 +224,8 @@ export class QandaService {
     // consumed is charged, the rest released. (A process killed meanwhile leaves it to the reservation sweep.)
     let open = true;
     let chargedUnits = 0;
+    /** what the completed model calls consumed, exactly (pricing.exactCost) */
+    let chargedExact = 0;
     /** What a failure's settlement charged (the record and the last stream event say it). */
     let failedCharge = 0;
     try {
@@ -319,7 +321,9 @@ export class QandaService {
           usage = { inputTokens: usage.inputTokens + result.usage.inputTokens, outputTokens: usage.outputTokens + result.usage.outputTokens, totalTokens: usage.totalTokens + result.usage.totalTokens };
           reportedModel = result.model || requestedModel;
           const callPrice = ctx.config.modelPrices[reportedModel] ? priceFor(reportedModel, ctx.config.modelPrices) : price;
-          chargedUnits += costOfUsage(result.usage, callPrice);
+          // the calls of one answer add up exactly; the charge is rounded up once
+          chargedExact += exactCostOfUsage(result.usage, callPrice);
+          chargedUnits = chargeUnits(chargedExact);
           if (!result.toolCalls?.length || !offerTools) break;
 
           // Tool round: run the calls, then reserve the next call's maximum before making it.
