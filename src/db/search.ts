@@ -17,3 +17,8 @@ export function containsInsensitive(column: SQLWrapper, term: string): SQL {
 export function inList(column: SQLWrapper, values: readonly string[]): SQL {
   return values.length === 0 ? sql`false` : sql`${column} in (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`;
 }
+
+/** A Postgres text[] literal (ids and entity names are passed as one array parameter). */
+export function textArray(values: readonly string[]): string {
+  return `{${values.map((v) => `"${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join(',')}}`;
+}

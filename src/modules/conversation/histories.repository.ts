@@ -1,7 +1,7 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { histories } from '../../db/schema.js';
-import { containsInsensitive, inList } from '../../db/search.js';
+import { containsInsensitive, inList, textArray } from '../../db/search.js';
 import type { AdminListingScope } from './conversation.policy.js';
 
 export type HistoryRow = typeof histories.$inferSelect;
@@ -188,7 +188,7 @@ async function searchPages(db: DbOrTx, scope: SQL[], pattern: string, limit: num
           ? (await matchesInSlices(db, page[0]!.id, pattern, Math.max(0, budgetMs - (performance.now() - started))))
             ? new Set([page[0]!.id])
             : new Set<string>()
-          : new Set((await rowsOf<{ id: string }>(db, sql`select h.id from histories h where ${inList(sql.raw('h.id'), page.map((r) => r.id))} and ${searchCondition(pattern)}`)).map((r) => r.id));
+          : new Set((await rowsOf<{ id: string }>(db, sql`select h.id from histories h where h.id = any(${textArray(page.map((r) => r.id))}::text[]) and ${searchCondition(pattern)}`)).map((r) => r.id));
       for (const r of page) {
         if (!hits.has(r.id)) continue;
         total++;

@@ -1,6 +1,7 @@
 import { eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { chunks, chunkVectors, chunkVectorsStaged, systemState, uploads } from '../../db/schema.js';
+import { textArray } from '../../db/search.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
 import { EDGE_RANK, edgePairs, type Mention } from './graph.js';
 import { vectorParam, type PackedVector } from './vectors.js';
@@ -19,10 +20,7 @@ import { vectorParam, type PackedVector } from './vectors.js';
 /** A chunk's BM25 length from its tsvector: its lexemes counted with repetition (a lexeme without positions counts once). */
 const lexLength = (tsv: SQL) => sql`(select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(${tsv}) t)::int`;
 
-/** A Postgres text[] literal (ids and entity names are passed as one array parameter). */
-export function textArray(values: readonly string[]): string {
-  return `{${values.map((v) => `"${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join(',')}}`;
-}
+export { textArray };
 
 // ───────────── chunk writes ─────────────
 
