@@ -59,6 +59,20 @@ export async function revokeOnReuse(db: DbOrTx, sessionId: string, presentedHash
   return rows.length > 0;
 }
 
+/**
+ * Revokes a live session whose current refresh token is not the presented one, for a token this service
+ * issued for the session (its MAC says so, tokens.parseRefresh): a token that was valid once and has been
+ * rotated away, however many rotations ago, is being used again, so a copy of it exists. True when it revoked.
+ */
+export async function revokeOnIssuedReuse(db: DbOrTx, sessionId: string, presentedHash: string, now: Date): Promise<boolean> {
+  const rows = await db
+    .update(sessions)
+    .set({ revokedAt: now, revokedReason: 'refresh-token-reuse' })
+    .where(and(eq(sessions.id, sessionId), ne(sessions.refreshHash, presentedHash), isNull(sessions.revokedAt), sql`${sessions.expiresAt} > ${now.toISOString()}`))
+    .returning({ id: sessions.id });
+  return rows.length > 0;
+}
+
 /** Moves a live session to another current institution (its refresh token stays as it is). */
 export async function setSessionInstitution(db: DbOrTx, sessionId: string, institutionId: string, now: Date): Promise<boolean> {
   const rows = await db

@@ -4,6 +4,7 @@ import { newId } from '../../shared/ids.js';
 import type { AuthContext } from './auth-context.js';
 import { assertMaySwitchTo, isActiveEnrolment, loginRefusal } from './identity.policy.js';
 import { presentUser } from './identity.presenters.js';
+import { closeOpenChallenges } from '../mfa/mfa.repository.js';
 import { endCredentials } from './credentials.js';
 import * as repo from './identity.repository.js';
 import type { UserRow } from './identity.repository.js';
@@ -184,7 +185,8 @@ export class IdentityService {
   /**
    * Rotates a refresh token. A token whose secret was never valid for the session (a guess, or a
    * session id read from a JWT) is refused and changes nothing; only a token that WAS valid and has
-   * already been rotated away (the previous one) proves a copy exists, and revokes the session.
+   * already been rotated away (any earlier one: tokens carry a MAC of their session) proves a copy
+   * exists, and revokes the session.
    */
   async refresh(refreshToken: string): Promise<TokenPair> {
     const now = this.ctx.clock.now();
@@ -193,7 +195,11 @@ export class IdentityService {
     const next = this.ctx.tokens.newRefresh(parsed.sessionId);
     const session = await repo.rotateRefresh(this.ctx.db, parsed.sessionId, parsed.secretHash, next.hash, now);
     if (!session) {
-      const revoked = await repo.revokeOnReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, now);
+      // a token this service issued for the session and rotated away since (any number of rotations ago), or,
+      // for a token issued before tokens carried their MAC, the one the last rotation replaced
+      const revoked = parsed.issued
+        ? await repo.revokeOnIssuedReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, now)
+        : await repo.revokeOnReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, now);
       if (revoked) {
         this.ctx.auth.cache.invalidateSession(parsed.sessionId);
         throw unauthenticated('This refresh token was already used; the session has been revoked');
@@ -218,12 +224,13 @@ export class IdentityService {
   }
 
   /**
-   * The caller's row, as read when the request was authenticated (no second query). Its current
-   * institution is shown only while the caller is an active member of it (an inactive one is none).
+   * The caller's row, as read when the request was authenticated (no second query), with the current
+   * institution of this session: the one its token carries, while the caller is an active member of it
+   * (an inactive one is none). The row's own column is the last one any session logged in to or switched
+   * to, which another session of the same user may have changed since.
    */
   me(auth: AuthContext): UserRow {
-    const current = auth.user.currentInstitutionId;
-    return current && !auth.memberships.has(current) ? { ...auth.user, currentInstitutionId: null } : auth.user;
+    return auth.user.currentInstitutionId === auth.institutionId ? auth.user : { ...auth.user, currentInstitutionId: auth.institutionId };
   }
 
   async updateMe(auth: AuthContext, patch: ProfilePatch): Promise<UserRow> {
@@ -250,6 +257,8 @@ export class IdentityService {
     }
     const updated = Object.keys(changes).length > 0 ? await repo.updateUser(this.ctx.db, user.id, changes, now) : user;
     if (mfaTurnedOff) await this.secondFactor.onDisabled(user.id);
+    // a cancelled enrolment closes its challenge: its code cannot finish an enrolment started again later
+    else if (user.mfaState === 'pending' && changes.mfaState === 'off') await closeOpenChallenges(this.ctx.db, user.id, now);
     // Whoever else holds a session, a trusted device or an open code of this user loses it; this session stays.
     if (changes.passwordHash) await endCredentials(this.ctx.db, user.id, 'password-changed', now, auth.sessionId);
     // every session of the user: the others are revoked, this one holds the old row

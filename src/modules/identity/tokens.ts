@@ -71,16 +71,30 @@ export class TokenService {
     }
   }
 
-  /** A fresh refresh token for a session and the hash to store for it. */
+  /**
+   * A fresh refresh token for a session and the hash to store for it. Its secret is a random nonce and a
+   * MAC of the session id and the nonce, so a token this service issued for the session is recognised as
+   * such later, after any number of rotations, without keeping the hashes of old tokens.
+   */
   newRefresh(sessionId: string): { token: string; hash: string } {
-    const secret = randomToken(32);
+    const nonce = randomToken(32);
+    const secret = `${nonce}.${this.issuedMac(sessionId, nonce)}`;
     return { token: `${sessionId}.${secret}`, hash: this.hashRefresh(secret) };
   }
 
-  parseRefresh(token: string): { sessionId: string; secretHash: string } | null {
+  /** The session, the hash to look the token up by, and whether this service issued it for that session (its MAC). */
+  parseRefresh(token: string): { sessionId: string; secretHash: string; issued: boolean } | null {
     const dot = token.indexOf('.');
     if (dot <= 0 || dot === token.length - 1) return null;
-    return { sessionId: token.slice(0, dot), secretHash: this.hashRefresh(token.slice(dot + 1)) };
+    const sessionId = token.slice(0, dot);
+    const secret = token.slice(dot + 1);
+    const m = /^([\w-]{1,128})\.([0-9a-f]{64})$/u.exec(secret);
+    const issued = m !== null && safeEqualHex(m[2]!, this.issuedMac(sessionId, m[1]!));
+    return { sessionId, secretHash: this.hashRefresh(secret), issued };
+  }
+
+  private issuedMac(sessionId: string, nonce: string): string {
+    return keyedHash(this.secret, `refresh-issued:${sessionId}:${nonce}`);
   }
 
   sameHash(a: string, b: string): boolean {

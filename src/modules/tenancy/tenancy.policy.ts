@@ -134,15 +134,19 @@ export function seesInstitution(p: Principal, institution: { id: string; account
   return seesAccount(p, institution.accountId) || p.memberships.has(institution.id);
 }
 
-/** Global roles the caller may hand out: nobody grants more than they hold. */
-export function grantableRoles(p: Principal): readonly GlobalRole[] {
+/**
+ * Global roles the caller may hand out to a user of this account: nobody grants more than they hold, and
+ * an account admin grants its role only in its own account (in another account where it administers an
+ * institution, it is that institution's admin, who hands out plain users only).
+ */
+export function grantableRoles(p: Principal, accountId: string): readonly GlobalRole[] {
   if (p.role === 'superadmin') return ['user', 'accountadmin', 'superadmin'];
-  if (p.role === 'accountadmin') return ['user', 'accountadmin'];
+  if (canInAccount(p, 'users.edit', accountId)) return ['user', 'accountadmin'];
   return ['user'];
 }
 
-export function assertGrantable(p: Principal, role: GlobalRole): void {
-  if (!grantableRoles(p).includes(role)) throw forbidden(`You may not grant the role ${role}`);
+export function assertGrantable(p: Principal, role: GlobalRole, accountId: string): void {
+  if (!grantableRoles(p, accountId).includes(role)) throw forbidden(`You may not grant the role ${role}`);
 }
 
 /**
@@ -224,7 +228,7 @@ export interface NewUserRequest {
  */
 export function assertUserCreate(p: Principal, req: NewUserRequest): void {
   if (!seesAccount(p, req.account.id)) throw notFound('Account');
-  assertGrantable(p, req.role);
+  assertGrantable(p, req.role, req.account.id);
   for (const inst of req.institutions) if (!seesInstitution(p, inst)) throw notFound('Institution');
   const foreign = foreignInstitutions(p, req.account.id, req.institutions);
   if (foreign.length > 0) {

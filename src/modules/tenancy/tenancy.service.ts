@@ -196,6 +196,9 @@ const sameHolder = (a: Holder, b: Holder) => ('institution' in a && 'institution
 
 const sideAccount = (side: TransferSide) => (side.kind === 'institution' ? side.institution.accountId : side.user.accountId);
 
+/** Whether a patched value equals the stored one: null only equals null (String(null) is "null", a valid text value). */
+const sameValue = (a: unknown, b: unknown): boolean => (a === null || a === undefined || b === null || b === undefined ? (a ?? null) === (b ?? null) : String(a) === String(b));
+
 export class TenancyService {
   /** Refused e-mails per admin (row 9 of issue 7); in-process, like the other limits without REDIS_URL. */
   private readonly emailConflicts = new WindowCounter(HOUR_MS);
@@ -345,7 +348,7 @@ export class TenancyService {
     const patch = institutionColumns(input);
     const changed = (Object.keys(INSTITUTION_COLUMNS) as Array<keyof typeof INSTITUTION_COLUMNS>).filter((f) => {
       const column = INSTITUTION_COLUMNS[f];
-      return column in patch && String(patch[column]) !== String(institution[column]);
+      return column in patch && !sameValue(patch[column], institution[column]);
     });
     assertInstitutionPatch(auth, institution, changed, ACCOUNT_LEVEL_INSTITUTION_FIELDS);
     checkUrlFields(input, this.allowHttpUrls);
@@ -425,7 +428,9 @@ export class TenancyService {
     const wanted = input.institutions.map((i) => i.institution);
     if (new Set(wanted).size !== wanted.length) throw badField('institutions', 'institutions lists the same institution twice');
     const found = new Map((await repo.findInstitutions(this.db, wanted)).map((i) => [i.id, i]));
-    const listed = wanted.map((id) => found.get(id) ?? { id, accountId: '' });
+    // an institution that does not exist is a 404 for everyone (a superadmin sees every one that does)
+    if (wanted.some((id) => !found.has(id))) throw notFound('Institution');
+    const listed = wanted.map((id) => found.get(id)!);
     assertUserCreate(auth, { account, role, institutions: listed, openingCredits: input.credits });
     const profile = profileChanges(input);
 
@@ -486,7 +491,7 @@ export class TenancyService {
     assertUserWrite(auth, 'users.edit', user, memberships);
     const patch: Partial<repo.UserRow> = profileChanges(input);
     if (input.role !== undefined && input.role !== user.role) {
-      assertGrantable(auth, input.role);
+      assertGrantable(auth, input.role, user.accountId);
       patch.role = input.role;
     }
     if (input.status !== undefined) patch.status = input.status;

@@ -1,0 +1,110 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { eq } from 'drizzle-orm';
+import { sessions, users } from '../src/db/schema.js';
+import { listOutboxMessages } from '../src/providers/mail/outbox.js';
+import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+
+/**
+ * Rights and session rules that a review against the contract found broken (each test fails on the code
+ * before its fix): roles granted across accounts, refresh tokens reused after several rotations, the current
+ * institution of a session, account-level fields set to the text "null", a cancelled MFA enrolment's code,
+ * and a missing institution named by a superadmin.
+ */
+describe('identity and tenancy: rights and session rules', () => {
+  let t: TestApp;
+  let w: Awaited<ReturnType<typeof makeWorld>>;
+  const tok: Record<string, string> = {};
+  before(async () => {
+    t = await startTestApp({ env: { LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '1000' } });
+    w = await makeWorld(t.database);
+    for (const k of ['superadmin', 'accountAdminA', 'adminA1'] as const) tok[k] = (await login(t.app, w[k].email)).accessToken;
+  });
+  after(() => t.close());
+
+  const inj = (method: 'GET' | 'POST' | 'PATCH', url: string, token: string, payload?: Record<string, unknown>) =>
+    t.app.inject({ method, url, headers: bearer(token), ...(payload ? { payload } : {}) });
+  const refresh = (refreshToken: string) => t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken } });
+
+  test("an account admin grants its role only in its own account, not in another account where it administers an institution", async () => {
+    // the superadmin enrols A's account admin as an admin of B1 (a cross-account enrolment)
+    assert.equal((await inj('POST', '/api/admin/membership', tok.superadmin!, { user: w.accountAdminA.id, institution: w.b1.id, role: 'admin' })).statusCode, 201);
+    const newUser = (role: string, account: string, institution: string) => ({ email: `r-${Math.random().toString(36).slice(2)}@example.com`, password: 'password-123456', fname: 'R', lname: 'S', account, role, institutions: [{ institution, role: 'user' }] });
+    const minted = await inj('POST', '/api/admin/user', tok.accountAdminA!, newUser('accountadmin', w.accountB.id, w.b1.id));
+    assert.equal(minted.statusCode, 403, minted.body);
+    assert.equal(minted.json().error.code, 'FORBIDDEN');
+    const promoted = await inj('PATCH', `/api/admin/user/${w.userB1.id}`, tok.accountAdminA!, { role: 'accountadmin' });
+    assert.equal(promoted.statusCode, 403, promoted.body);
+    // as B1's admin it still creates plain users there, and in its own account it grants account admins
+    assert.equal((await inj('POST', '/api/admin/user', tok.accountAdminA!, newUser('user', w.accountB.id, w.b1.id))).statusCode, 201);
+    assert.equal((await inj('POST', '/api/admin/user', tok.accountAdminA!, newUser('accountadmin', w.accountA.id, w.a1.id))).statusCode, 201);
+  });
+
+  test('a refresh token used again after any number of rotations revokes its session', async () => {
+    const s = await login(t.app, w.userA2.email);
+    const r1 = await refresh(s.refreshToken);
+    assert.equal(r1.statusCode, 200, r1.body);
+    const r2 = await refresh(r1.json().refreshToken);
+    assert.equal(r2.statusCode, 200, r2.body);
+    const reuse = await refresh(s.refreshToken);
+    assert.equal(reuse.statusCode, 401);
+    assert.match(reuse.json().message, /already used; the session has been revoked/u);
+    const [row] = await t.database.db.select().from(sessions).where(eq(sessions.id, s.refreshToken.split('.')[0]!));
+    assert.equal(row!.revokedReason, 'refresh-token-reuse');
+    assert.equal((await refresh(r2.json().refreshToken)).statusCode, 401);
+    assert.equal((await inj('GET', '/api/user/me', r2.json().accessToken)).statusCode, 401);
+    // a forged secret for a live session (never issued) changes nothing
+    const live = await login(t.app, w.userA2.email);
+    const sid = live.refreshToken.split('.')[0]!;
+    assert.equal((await refresh(`${sid}.forged.${'0'.repeat(64)}`)).statusCode, 401);
+    assert.equal((await refresh(`${sid}.forged`)).statusCode, 401);
+    assert.equal((await refresh(live.refreshToken)).statusCode, 200);
+  });
+
+  test("GET /api/user/me shows the current institution of this session (its token's), not the one another session switched to", async () => {
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.a2.id]: 'user' } });
+    const s1 = await login(t.app, user.email);
+    const s2 = await login(t.app, user.email);
+    const first = s1.body.user.institution as string;
+    const other = first === w.a1.id ? w.a2.id : w.a1.id;
+    const switched = await inj('POST', '/api/user/institution/switch', s2.accessToken, { institution: other });
+    assert.equal(switched.statusCode, 200, switched.body);
+    assert.equal((await inj('GET', '/api/user/me', s1.accessToken)).json().data.institution, first);
+    assert.equal((await inj('GET', '/api/user/me', switched.json().accessToken)).json().data.institution, other);
+  });
+
+  test('an institution admin cannot set an account-level field to the text "null" (null is not "null")', async () => {
+    const res = await inj('PATCH', `/api/admin/institution/${w.a1.id}`, tok.adminA1!, { conversationModel: 'null' });
+    assert.equal(res.statusCode, 403, res.body);
+    assert.match(res.json().message, /Only account admins may change conversationModel/u);
+    // the account admin may
+    const ok = await inj('PATCH', `/api/admin/institution/${w.a1.id}`, tok.accountAdminA!, { conversationModel: 'null' });
+    assert.equal(ok.statusCode, 200, ok.body);
+    assert.equal((await inj('PATCH', `/api/admin/institution/${w.a1.id}`, tok.accountAdminA!, { conversationModel: null })).statusCode, 200);
+  });
+
+  test("a cancelled MFA enrolment's code does not finish an enrolment started again", async () => {
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const { accessToken } = await login(t.app, user.email);
+    assert.equal((await inj('PATCH', '/api/user/me', accessToken, { mfaEnabled: true })).statusCode, 200);
+    const started = await inj('POST', '/api/user/me/mfa-enroll', accessToken);
+    assert.equal(started.statusCode, 200, started.body);
+    const [mail] = await listOutboxMessages(t.database.db, { to: user.email, limit: 1 });
+    const code = mail!.text.match(/(?<!\d)\d{6}(?!\d)/u)![0];
+    assert.equal((await inj('PATCH', '/api/user/me', accessToken, { mfaEnabled: false })).statusCode, 200);
+    assert.equal((await inj('PATCH', '/api/user/me', accessToken, { mfaEnabled: true })).statusCode, 200);
+    const late = await inj('POST', '/api/user/me/mfa-verify', accessToken, { challengeId: started.json().challengeId, code });
+    assert.notEqual(late.statusCode, 200, late.body);
+    const [row] = await t.database.db.select({ mfaState: users.mfaState }).from(users).where(eq(users.id, user.id));
+    assert.equal(row!.mfaState, 'pending');
+  });
+
+  test('a superadmin naming an institution that does not exist gets 404, as everyone does', async () => {
+    const body = { email: `g-${Math.random().toString(36).slice(2)}@example.com`, password: 'password-123456', fname: 'g', lname: 'h', account: w.accountA.id, institutions: [{ institution: '01a210a6-0000-7000-8000-000000000000', role: 'user' }] };
+    for (const who of ['superadmin', 'accountAdminA'] as const) {
+      const res = await inj('POST', '/api/admin/user', tok[who]!, body);
+      assert.equal(res.statusCode, 404, `${who}: ${res.body}`);
+      assert.equal(res.json().error.code, 'NOT_FOUND');
+    }
+  });
+});
