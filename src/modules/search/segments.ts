@@ -575,7 +575,7 @@ export class SegmentCache {
         // its index was removed meanwhile (deleted, or ingested again): nothing of it to search
         if (version === undefined) result.set(segment.uploadId, await emptySegment(segment.uploadId));
         else if (version === segment.version) {
-          this.keep(segment);
+          await this.keep(segment);
           result.set(segment.uploadId, segment);
         } else if (attempt >= LOAD_ATTEMPTS) result.set(segment.uploadId, segment);
         else again.set(segment.uploadId, version);
@@ -585,21 +585,39 @@ export class SegmentCache {
     return result;
   }
 
-  private keep(segment: Segment): void {
-    const old = this.segments.get(segment.uploadId);
-    if (old) {
-      if (old.version > segment.version) return;
-      this.drop(old);
+  /**
+   * Holds a segment: its names join the shared dictionaries (the longest part of a large file's first load:
+   * each new name's trigrams are indexed), a slice at a time with the event loop served between slices.
+   * The new names are added before an older version of the same upload is dropped, so the names both share
+   * stay indexed instead of being released, compacted away and indexed again. The segment is searched as
+   * held only once all its names are in (until then its names are looked up by text).
+   */
+  private async keep(segment: Segment): Promise<void> {
+    if (segment.bytes > this.maxBytes) {
+      // searched without being held; an older version held is of no use any more
+      const old = this.segments.get(segment.uploadId);
+      if (old && old.version <= segment.version) this.drop(old);
+      return;
     }
-    if (segment.bytes > this.maxBytes) return;
-    this.segments.set(segment.uploadId, segment);
-    this.bytes += segment.bytes;
-    const ids = new Int32Array(segment.names.length);
+    const slice = slicer();
     for (const [i, name] of segment.names.entries()) {
-      ids[i] = this.names.add(name);
+      if ((i & 255) === 0) await slice();
+      this.names.add(name);
       if (isProper(segment, i)) this.proper.add(name);
     }
+    const old = this.segments.get(segment.uploadId);
+    if (old && old.version > segment.version) {
+      // a newer version was kept while this one was read or added: give the references back
+      this.release(segment);
+      return;
+    }
+    if (old) this.drop(old);
+    // the ids at the dictionary's generation now (a compaction while this yielded renumbered them)
+    const ids = new Int32Array(segment.names.length);
+    for (const [i, name] of segment.names.entries()) ids[i] = this.names.idOf(name);
     segment.nameIds = { generation: this.names.generation, ids };
+    this.segments.set(segment.uploadId, segment);
+    this.bytes += segment.bytes;
     for (const s of this.segments.values()) {
       if (this.size.bytes <= this.maxBytes) break;
       this.drop(s);
@@ -610,6 +628,11 @@ export class SegmentCache {
     this.segments.delete(segment.uploadId);
     segment.nameIds = undefined;
     this.bytes -= segment.bytes;
+    this.release(segment);
+  }
+
+  /** Gives back the references a segment's names hold in the dictionaries. */
+  private release(segment: Segment): void {
     for (const [i, name] of segment.names.entries()) {
       this.names.release(name);
       if (isProper(segment, i)) this.proper.release(name);
