@@ -413,6 +413,30 @@ describe('vault uploads: list, get, download, patch, delete', () => {
     assert.ok(/^[\x20-\x7e]+$/.test(cd));
   });
 
+  test('fileNameSearch finds a name as it was uploaded: letters Postgres and JavaScript lower-case differently, NFD, repeated spaces', async () => {
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const token = (await login(t.app, member.email)).accessToken;
+    const names = ['İstanbul notes.txt', 'ΟΔΟΣ plan.txt', 'Cafe\u0301 menu.txt', 'Q3  report.txt'];
+    const ids: string[] = [];
+    for (const name of names) ids.push((await uploadOk(t.app, token, { name, content: 'x' }, { scope: 'personal' }))._id);
+    const found = async (term: string) => {
+      const list = await t.app.inject({ method: 'GET', url: `/api/user/files?scope=personal&fileNameSearch=${encodeURIComponent(term)}`, headers: bearer(token) });
+      assert.equal(list.statusCode, 200, list.body);
+      const all = await t.app.inject({ method: 'POST', url: '/api/user/collections/select-all-ids', headers: bearer(token), payload: { scope: 'personal', fileNameSearch: term } });
+      assert.equal(all.statusCode, 200, all.body);
+      const a = list.json().data.map((x: { _id: string }) => x._id).sort();
+      assert.deepEqual(all.json().fileIds.slice().sort(), a, `both routes agree on ${term}`);
+      return a;
+    };
+    assert.deepEqual(await found('İstanbul'), [ids[0]]);
+    assert.deepEqual(await found('istanbul'), [ids[0]]);
+    assert.deepEqual(await found('ΟΔΟΣ'), [ids[1]]);
+    assert.deepEqual(await found('Cafe\u0301'), [ids[2]]);
+    assert.deepEqual(await found('Café'), [ids[2]]);
+    assert.deepEqual(await found('Q3  report'), [ids[3]]);
+    assert.deepEqual(await found('x'.repeat(300)), []);
+  });
+
   test('list: filters by status, collection, fileNameSearch (% and _ literal), scope; paginates', async () => {
     // a fresh institution and member, so that only this test's files are in view
     const inst = await makeInstitution(t.database, w.accountA.id);

@@ -1,8 +1,13 @@
 import { sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 
-/** A LIKE pattern for "contains", lower-cased, with `%`, `_` and `\` of the user's text made literal. */
-export function likeContains(term: string): string {
-  return `%${term.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+/**
+ * A LIKE pattern for "contains", with `%`, `_` and `\` of the user's text made literal, lower-cased by
+ * Postgres as the column is (`lower(column) like lower(pattern)`): JavaScript's toLowerCase disagrees with
+ * it on some letters (the Turkish İ, a final Σ), and a name spelled exactly as stored was not found.
+ * The term is in NFC, as stored names are.
+ */
+export function likeContains(term: string): SQL {
+  return sql`lower(${`%${term.normalize('NFC').replace(/[\\%_]/g, (c) => `\\${c}`)}%`})`;
 }
 
 /**

@@ -58,7 +58,7 @@ export const SelectAllIdsBody = Type.Object({
   parent: Type.Optional(NullableString({ pattern: UUID_PATTERN }, 'Collection to select within; null or absent: the vault root')),
   institution: Type.Optional(Id('Overrides your current institution (instance and account scope at the root)')),
   scope: Type.Optional(ScopeSchema),
-  fileNameSearch: Type.Optional(Type.String({ maxLength: 500, description: 'Case-insensitive substring of the original file name, matched literally (spaces included; a blank one is no filter)' })),
+  fileNameSearch: Type.Optional(Type.String({ maxLength: 500, description: 'Case-insensitive substring of the original file name, matched literally (spaces included; a blank one is no filter), read as names are stored: NFC, a run of whitespace as one space' })),
   status: Type.Optional(FileStatusFilterSchema),
 });
 

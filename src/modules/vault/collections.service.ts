@@ -6,7 +6,7 @@ import { presentCollection } from './collections.presenters.js';
 import * as repo from './collections.repository.js';
 import type { VaultLevel } from './collections.repository.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
-import { visibleText } from './text.js';
+import { fileNameTerm, visibleText } from './text.js';
 import { assertModify, placementFor, samePlace, type VaultScope } from './vault.policy.js';
 
 export interface CreateCollectionInput {
@@ -186,7 +186,7 @@ export class CollectionsService {
    * active, the sub-collections there. Without a status filter, deleted files are left out.
    */
   async selectAllIds(auth: AuthContext, input: SelectAllIdsInput) {
-    const search = input.fileNameSearch?.trim() ? input.fileNameSearch : undefined;
+    const search = input.fileNameSearch?.trim() ? fileNameTerm(input.fileNameSearch) : undefined;
     const filtered = search !== undefined || input.status !== undefined;
 
     let parentId: string | null = null;

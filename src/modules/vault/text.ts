@@ -20,6 +20,9 @@ const MARKED = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
  * runs of white space made one space; trimmed; at most 255 characters, cut from the front so that the
  * extension stays. A name left with nothing but "_", dots and spaces is no name ("").
  */
+/** A file-name search term as stored names are written (cleanFileName): NFC, each run of whitespace one space. */
+export const fileNameTerm = (term: string): string => term.normalize('NFC').replace(/\s+/gu, ' ');
+
 export function cleanFileName(name: string): string {
   const base = name.normalize('NFC').split(/[\\/]/).pop() ?? '';
   const cleaned = base

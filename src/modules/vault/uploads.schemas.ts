@@ -29,7 +29,7 @@ export const ListUploadsQuery = Type.Object({
     Type.Union([Type.Literal('root'), Id('Collection id')], { description: 'A collection id: files directly in it; `root`: files at the vault root (in no collection)' }),
   ),
   status: Type.Optional(FileStatusFilterSchema),
-  fileNameSearch: Type.Optional(Type.String({ maxLength: 255, description: 'Case-insensitive substring of originalname (% and _ are literal, spaces included; a blank one is no filter)' })),
+  fileNameSearch: Type.Optional(Type.String({ maxLength: 500, description: 'Case-insensitive substring of originalname (% and _ are literal, spaces included; a blank one is no filter), read as names are stored: NFC, a run of whitespace as one space' })),
   ...PageFields,
 });
 

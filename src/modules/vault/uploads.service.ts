@@ -15,7 +15,7 @@ import { INGEST_MAX_ATTEMPTS, INGEST_QUEUE } from './ingest/pipeline.js';
 import * as repo from './uploads.repository.js';
 import type { UploadListFilters, UploadRow } from './uploads.repository.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
-import { cleanFileName, visibleText } from './text.js';
+import { cleanFileName, fileNameTerm, visibleText } from './text.js';
 import { assertMayUploadTo, assertMemberOf, assertModify, assertPrivacyChange, placementFor, samePlace, VAULT_SCOPES, type VaultScope } from './vault.policy.js';
 
 /** What the service needs of a multipart part (the shape @fastify/multipart yields). */
@@ -375,7 +375,7 @@ export class UploadsService {
     if (q.collection === 'root') filters.collectionId = null;
     else if (q.collection) filters.collectionId = q.collection;
     filters.status = q.status;
-    if (q.fileNameSearch?.trim()) filters.fileNameSearch = q.fileNameSearch;
+    if (q.fileNameSearch?.trim()) filters.fileNameSearch = fileNameTerm(q.fileNameSearch);
     const { rows, total } = await repo.listVisibleUploads(this.ctx.db, auth, filters, limit, offset);
     return { rows, total, page, pageSize };
   }
