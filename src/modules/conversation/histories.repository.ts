@@ -127,12 +127,6 @@ function scopeConditions(q: HistoryQuery): SQL[] {
   return c;
 }
 
-/** The regex matches the input, any of the inputs, or any of the outputs (case-insensitive). */
-function searchCondition(pattern: string): SQL {
-  return sql`(h.input ~* ${pattern} or exists(select 1 from unnest(h.inputs) x where x ~* ${pattern})
-              or exists(select 1 from unnest(h.outputs) x where x ~* ${pattern}))`;
-}
-
 /**
  * A regex search is matched a page at a time, never over a whole history in one statement: the engine runs
  * one statement at a time for every tenant, and matching costs up to ~4 µs a character for the largest
@@ -155,18 +149,32 @@ export class SearchBudgetExceeded extends Error {
 /** The strings a search matches in a record, in one array: the input, then the inputs, then the outputs. */
 const SEARCHED = sql`(array[h.input] || coalesce(h.inputs, '{}') || coalesce(h.outputs, '{}'))`;
 
+/** The end (exclusive) of the page that starts at `from`: items while their text fits in SEARCH_PAGE_CHARS, at least one. */
+function pageEnd(items: ReadonlyArray<{ chars: number | string }>, from: number): number {
+  let end = from;
+  for (let chars = 0; end < items.length && (end === from || chars + Number(items[end]!.chars) <= SEARCH_PAGE_CHARS); end++) chars += Number(items[end]!.chars);
+  return end;
+}
+
+/** A search's clock: the first page always runs; after it, a page starts only within the budget. */
+function budgetClock(budgetMs: number): () => void {
+  const started = performance.now();
+  let first = true;
+  return () => {
+    if (!first && performance.now() - started > budgetMs) throw new SearchBudgetExceeded(budgetMs);
+    first = false;
+  };
+}
+
 /**
  * Ids of the records in scope that the pattern matches, newest first: the first `limit` of them, and how many
  * there are in all when `countAll` (else the count stops with the page that filled the limit).
  */
 async function searchPages(db: DbOrTx, scope: SQL[], pattern: string, limit: number, countAll: boolean, budgetMs: number): Promise<{ ids: string[]; total: number }> {
-  const started = performance.now();
+  const nextPage = budgetClock(budgetMs);
   const ids: string[] = [];
   let total = 0;
   let cursor: { at: string; id: string } | undefined;
-  let pages = 0;
-  /** after the first page: whether the search has used its time */
-  const overBudget = () => pages++ > 0 && performance.now() - started > budgetMs;
   for (;;) {
     const after = cursor ? [sql`(h.created_at, h.id) < (${cursor.at}::timestamptz, ${cursor.id})`] : [];
     const window = await rowsOf<{ id: string; at: string; chars: number | string }>(
@@ -176,19 +184,10 @@ async function searchPages(db: DbOrTx, scope: SQL[], pattern: string, limit: num
            order by h.created_at desc, h.id desc limit ${SEARCH_SIZE_WINDOW}`,
     );
     for (let i = 0; i < window.length; ) {
-      if (overBudget()) throw new SearchBudgetExceeded(budgetMs);
-      // the next page: records while their text fits (at least one)
-      let j = i;
-      let chars = 0;
-      while (j < window.length && (j === i || chars + Number(window[j]!.chars) <= SEARCH_PAGE_CHARS)) chars += Number(window[j++]!.chars);
-      const page = window.slice(i, j);
-      i = j;
-      const hits =
-        page.length === 1 && chars > SEARCH_PAGE_CHARS
-          ? (await matchesInSlices(db, page[0]!.id, pattern, Math.max(0, budgetMs - (performance.now() - started))))
-            ? new Set([page[0]!.id])
-            : new Set<string>()
-          : new Set((await rowsOf<{ id: string }>(db, sql`select h.id from histories h where h.id = any(${textArray(page.map((r) => r.id))}::text[]) and ${searchCondition(pattern)}`)).map((r) => r.id));
+      const end = pageEnd(window, i);
+      const page = window.slice(i, end);
+      i = end;
+      const hits = await pageMatches(db, page, pattern, nextPage);
       for (const r of page) {
         if (!hits.has(r.id)) continue;
         total++;
@@ -202,44 +201,54 @@ async function searchPages(db: DbOrTx, scope: SQL[], pattern: string, limit: num
   }
 }
 
+/** The records of a page that the pattern matches: in one statement, or a large record alone a slice of its strings at a time. */
+async function pageMatches(db: DbOrTx, page: ReadonlyArray<{ id: string; chars: number | string }>, pattern: string, nextPage: () => void): Promise<Set<string>> {
+  if (page.length === 1 && Number(page[0]!.chars) > SEARCH_PAGE_CHARS) {
+    return (await matchesInSlices(db, page[0]!.id, pattern, nextPage)) ? new Set([page[0]!.id]) : new Set();
+  }
+  nextPage();
+  const rows = await rowsOf<{ id: string }>(
+    db,
+    sql`select h.id from histories h where h.id = any(${textArray(page.map((r) => r.id))}::text[]) and exists(select 1 from unnest(${SEARCHED}) x where x ~* ${pattern})`,
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
 /** Whether the pattern matches one large record, its strings matched SEARCH_PAGE_CHARS at a time (one string more at most). */
-async function matchesInSlices(db: DbOrTx, id: string, pattern: string, budgetMs: number): Promise<boolean> {
-  const started = performance.now();
+async function matchesInSlices(db: DbOrTx, id: string, pattern: string, nextPage: () => void): Promise<boolean> {
   const sizes = await rowsOf<{ n: number | string; chars: number | string }>(
     db,
     sql`select e.n, octet_length(e.x)::bigint as chars from histories h, unnest(${SEARCHED}) with ordinality e(x, n) where h.id = ${id} order by e.n`,
   );
   for (let i = 0; i < sizes.length; ) {
-    if (i > 0 && performance.now() - started > budgetMs) throw new SearchBudgetExceeded(budgetMs);
-    let j = i;
-    let chars = 0;
-    while (j < sizes.length && (j === i || chars + Number(sizes[j]!.chars) <= SEARCH_PAGE_CHARS)) chars += Number(sizes[j++]!.chars);
+    const end = pageEnd(sizes, i);
+    nextPage();
     const [hit] = await rowsOf<{ hit: boolean }>(
       db,
       sql`select exists(select 1 from histories h, unnest(${SEARCHED}) with ordinality e(x, n)
-                         where h.id = ${id} and e.n between ${Number(sizes[i]!.n)} and ${Number(sizes[j - 1]!.n)} and e.x ~* ${pattern}) as hit`,
+                         where h.id = ${id} and e.n between ${Number(sizes[i]!.n)} and ${Number(sizes[end - 1]!.n)} and e.x ~* ${pattern}) as hit`,
     );
     if (hit?.hit) return true;
-    i = j;
+    i = end;
   }
   return false;
 }
 
 export async function listHistories(db: DbOrTx, q: HistoryQuery, withTotals: boolean, budgetMs = SEARCH_BUDGET_MS) {
   const scope = scopeConditions(q);
+  const where = sql.join(scope, sql` and `);
   const order = sql`order by h.created_at desc, h.id desc`;
-  if (!q.search) {
-    // Newest first, then reversed by the caller: the page holds the newest `limit` records.
-    const rows = await rowsOf<HistoryView>(db, sql`${VIEW} where ${sql.join(scope, sql` and `)} ${order} limit ${q.limit}`);
-    if (!withTotals) return { rows, total: undefined, totalInScope: undefined };
-    const [t] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from histories h where ${sql.join(scope, sql` and `)}`);
-    return { rows, total: Number(t?.n ?? 0), totalInScope: Number(t?.n ?? 0) };
-  }
-  const found = await searchPages(db, scope, q.search, q.limit, withTotals, budgetMs);
-  const rows = found.ids.length ? await rowsOf<HistoryView>(db, sql`${VIEW} where ${inList(sql.raw('h.id'), found.ids)} ${order}`) : [];
+  // Newest first, then reversed by the caller: the page holds the newest `limit` records.
+  const found = q.search ? await searchPages(db, scope, q.search, q.limit, withTotals, budgetMs) : undefined;
+  const rows = !found
+    ? await rowsOf<HistoryView>(db, sql`${VIEW} where ${where} ${order} limit ${q.limit}`)
+    : found.ids.length > 0
+      ? await rowsOf<HistoryView>(db, sql`${VIEW} where h.id = any(${textArray(found.ids)}::text[]) ${order}`)
+      : [];
   if (!withTotals) return { rows, total: undefined, totalInScope: undefined };
-  const [t] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from histories h where ${sql.join(scope, sql` and `)}`);
-  return { rows, total: found.total, totalInScope: Number(t?.n ?? 0) };
+  const [t] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from histories h where ${where}`);
+  const inScope = Number(t?.n ?? 0);
+  return { rows, total: found ? found.total : inScope, totalInScope: inScope };
 }
 
 export interface FeedbackFilter {
