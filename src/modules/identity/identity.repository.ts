@@ -46,29 +46,20 @@ export async function rotateRefresh(
 }
 
 /**
- * Revokes the session only when the presented hash is the one the last rotation replaced: a token that
- * was valid once is being used again, so a copy of it exists. A hash that never belonged to the
- * session (a guess) matches nothing and revokes nothing. True when it revoked.
+ * Revokes a live session when the presented refresh token was valid for it once and has been rotated away:
+ * a copy of it exists. For a token this service issued for the session (`issued`: its MAC says so,
+ * tokens.parseRefresh), any token but the current one, however many rotations ago; for a token issued before
+ * tokens carried their MAC, the one the last rotation replaced. A hash that never belonged to the session
+ * (a guess) matches nothing and revokes nothing. True when it revoked.
  */
-export async function revokeOnReuse(db: DbOrTx, sessionId: string, presentedHash: string, now: Date): Promise<boolean> {
+export async function revokeOnReuse(db: DbOrTx, sessionId: string, presentedHash: string, issued: boolean, now: Date): Promise<boolean> {
+  const rotatedAway = issued
+    ? and(ne(sessions.refreshHash, presentedHash), sql`${sessions.expiresAt} > ${now.toISOString()}`)
+    : eq(sessions.previousRefreshHash, presentedHash);
   const rows = await db
     .update(sessions)
     .set({ revokedAt: now, revokedReason: 'refresh-token-reuse' })
-    .where(and(eq(sessions.id, sessionId), eq(sessions.previousRefreshHash, presentedHash), isNull(sessions.revokedAt)))
-    .returning({ id: sessions.id });
-  return rows.length > 0;
-}
-
-/**
- * Revokes a live session whose current refresh token is not the presented one, for a token this service
- * issued for the session (its MAC says so, tokens.parseRefresh): a token that was valid once and has been
- * rotated away, however many rotations ago, is being used again, so a copy of it exists. True when it revoked.
- */
-export async function revokeOnIssuedReuse(db: DbOrTx, sessionId: string, presentedHash: string, now: Date): Promise<boolean> {
-  const rows = await db
-    .update(sessions)
-    .set({ revokedAt: now, revokedReason: 'refresh-token-reuse' })
-    .where(and(eq(sessions.id, sessionId), ne(sessions.refreshHash, presentedHash), isNull(sessions.revokedAt), sql`${sessions.expiresAt} > ${now.toISOString()}`))
+    .where(and(eq(sessions.id, sessionId), rotatedAway, isNull(sessions.revokedAt)))
     .returning({ id: sessions.id });
   return rows.length > 0;
 }

@@ -195,11 +195,7 @@ export class IdentityService {
     const next = this.ctx.tokens.newRefresh(parsed.sessionId);
     const session = await repo.rotateRefresh(this.ctx.db, parsed.sessionId, parsed.secretHash, next.hash, now);
     if (!session) {
-      // a token this service issued for the session and rotated away since (any number of rotations ago), or,
-      // for a token issued before tokens carried their MAC, the one the last rotation replaced
-      const revoked = parsed.issued
-        ? await repo.revokeOnIssuedReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, now)
-        : await repo.revokeOnReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, now);
+      const revoked = await repo.revokeOnReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, parsed.issued, now);
       if (revoked) {
         this.ctx.auth.cache.invalidateSession(parsed.sessionId);
         throw unauthenticated('This refresh token was already used; the session has been revoked');

@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { AppContext } from '../../context.js';
 import type { DbOrTx } from '../../db/client.js';
+import { textArray } from '../../db/search.js';
 import { isUuid } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { presentUpload } from '../vault/uploads.presenters.js';
@@ -96,13 +97,13 @@ function scopeCondition(auth: AuthContext, uploadIds?: string[], collectionIds?:
   const parts: SQL[] = [searchScopeCondition(auth, 'u')];
   if (uploadIds !== undefined) {
     const ids = [...new Set(uploadIds.filter(isUuid))];
-    parts.push(sql`u.id = any(${repo.textArray(ids)}::text[])`);
+    parts.push(sql`u.id = any(${textArray(ids)}::text[])`);
   }
   if (collectionIds !== undefined) {
     const ids = [...new Set(collectionIds.filter(isUuid))];
     parts.push(sql`u.collection_id in (
       with recursive tree(id) as (
-        select c.id from collections c where c.id = any(${repo.textArray(ids)}::text[])
+        select c.id from collections c where c.id = any(${textArray(ids)}::text[])
         union select c.id from collections c join tree t on c.parent_id = t.id)
       select id from tree)`);
   }

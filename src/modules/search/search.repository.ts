@@ -20,7 +20,6 @@ import { vectorParam, type PackedVector } from './vectors.js';
 /** A chunk's BM25 length from its tsvector: its lexemes counted with repetition (a lexeme without positions counts once). */
 const lexLength = (tsv: SQL) => sql`(select coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) from unnest(${tsv}) t)::int`;
 
-export { textArray };
 
 // ───────────── chunk writes ─────────────
 
