@@ -94,7 +94,8 @@ describe('identity and tenancy: rights and session rules', () => {
     assert.equal((await inj('PATCH', '/api/user/me', accessToken, { mfaEnabled: false })).statusCode, 200);
     assert.equal((await inj('PATCH', '/api/user/me', accessToken, { mfaEnabled: true })).statusCode, 200);
     const late = await inj('POST', '/api/user/me/mfa-verify', accessToken, { challengeId: started.json().challengeId, code });
-    assert.notEqual(late.statusCode, 200, late.body);
+    assert.equal(late.statusCode, 400, late.body);
+    assert.equal(late.json().error.details[0].reason, 'used');
     const [row] = await t.database.db.select({ mfaState: users.mfaState }).from(users).where(eq(users.id, user.id));
     assert.equal(row!.mfaState, 'pending');
   });
