@@ -4,7 +4,6 @@ import { newId } from '../../shared/ids.js';
 import type { AuthContext } from './auth-context.js';
 import { assertMaySwitchTo, isActiveEnrolment, loginRefusal } from './identity.policy.js';
 import { presentUser } from './identity.presenters.js';
-import { closeOpenChallenges } from '../mfa/mfa.repository.js';
 import { endCredentials } from './credentials.js';
 import * as repo from './identity.repository.js';
 import type { UserRow } from './identity.repository.js';
@@ -36,7 +35,7 @@ export interface MfaChallengeAnswer {
 /**
  * The second factor at login, implemented by the MFA module. `null` lets the user in (a valid
  * trusted device); otherwise the answer carries the challenge that was e-mailed. `onDisabled` runs
- * when the user switches an enrolled MFA off (e.g. to revoke trusted devices).
+ * when the user switches MFA off, enrolled or pending (trusted devices and open codes end with it).
  */
 export interface LoginSecondFactor {
   check(user: UserRow, meta: ClientMeta): Promise<MfaChallengeAnswer | null>;
@@ -239,7 +238,6 @@ export class IdentityService {
       }
       changes.passwordHash = await hashPassword(patch.password);
     }
-    let mfaTurnedOff = false;
     if (patch.mfaEnabled === true && user.mfaState === 'off') changes.mfaState = 'pending';
     if (patch.mfaEnabled === false && user.mfaState !== 'off') {
       // Cancelling a pending enrolment needs no proof; switching off an enrolled MFA does.
@@ -247,18 +245,16 @@ export class IdentityService {
         if (!patch.currentPassword || !(await verifyPassword(user.passwordHash, patch.currentPassword))) {
           throw forbidden('currentPassword is required and must be correct to turn off multi-factor authentication');
         }
-        mfaTurnedOff = true;
       }
       changes.mfaState = 'off';
     }
     const updated = Object.keys(changes).length > 0 ? await repo.updateUser(this.ctx.db, user.id, changes, now) : user;
-    if (mfaTurnedOff) await this.secondFactor.onDisabled(user.id);
-    // a cancelled enrolment closes its challenge: its code cannot finish an enrolment started again later
-    else if (user.mfaState === 'pending' && changes.mfaState === 'off') await closeOpenChallenges(this.ctx.db, user.id, now);
+    // switched off, or a pending enrolment cancelled: no open code (an enrolment's included) and no trusted device outlives it
+    if (changes.mfaState === 'off') await this.secondFactor.onDisabled(user.id);
     // Whoever else holds a session, a trusted device or an open code of this user loses it; this session stays.
     if (changes.passwordHash) await endCredentials(this.ctx.db, user.id, 'password-changed', now, auth.sessionId);
     // every session of the user: the others are revoked, this one holds the old row
-    if (updated !== user || mfaTurnedOff) this.ctx.auth.cache.invalidateUser(user.id);
+    if (updated !== user || changes.mfaState === 'off') this.ctx.auth.cache.invalidateUser(user.id);
     return updated ?? user;
   }
 
