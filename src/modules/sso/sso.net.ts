@@ -58,7 +58,12 @@ function ipv6Groups(address: string): number[] | null {
   return groups.length === 8 && groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : null;
 }
 
-const ipv4Of = (hi: number, lo: number) => `${hi >>> 8}.${hi & 0xff}.${lo >>> 8}.${lo & 0xff}`;
+const hi = (group: number) => group >>> 8;
+const lo = (group: number) => group & 0xff;
+/** An IPv4 address from its four bytes. */
+const quad = (a: number, b: number, c: number, d: number) => `${a}.${b}.${c}.${d}`;
+/** An IPv4 address from two 16-bit groups. */
+const ipv4Of = (high: number, low: number) => quad(hi(high), lo(high), hi(low), lo(low));
 
 /**
  * The IPv4 addresses an IPv6 one may carry, for the forms that reach one through a translator or a tunnel:
@@ -70,9 +75,6 @@ const ipv4Of = (hi: number, lo: number) => `${hi >>> 8}.${hi & 0xff}.${lo >>> 8}
 export function embeddedIpv4s(address: string): string[] {
   const g = ipv6Groups(address);
   if (!g) return [];
-  const hi = (x: number) => x >>> 8;
-  const lo = (x: number) => x & 0xff;
-  const quad = (a: number, b: number, c: number, d: number) => `${a}.${b}.${c}.${d}`;
   // NAT64, well-known prefix 64:ff9b::/96 (RFC 6052)
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return [ipv4Of(g[6]!, g[7]!)];
   // NAT64, local-use prefix 64:ff9b:1::/48 (RFC 8215): the translator's prefix is /48 to /96, and each length
