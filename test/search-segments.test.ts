@@ -402,7 +402,7 @@ test('the trigram index (length and prefix filters) finds exactly the names a co
   assert.ok(found > 200, String(found));
 });
 
-test("the dictionary's name ids: stable until a compaction renumbers them, then read again by generation", () => {
+test("the dictionary's name ids: stable until a compaction renumbers them, then read again by generation", async () => {
   const dictionary = new TrigramDictionary();
   const names = Array.from({ length: 3000 }, (_, i) => `name ${i}`);
   const ids = names.map((n) => dictionary.add(n));
@@ -411,14 +411,61 @@ test("the dictionary's name ids: stable until a compaction renumbers them, then 
   assert.equal(dictionary.idOf('name 7'), 7);
   assert.equal(dictionary.idOf('absent'), -1);
   const generation = dictionary.generation;
-  // releasing more than half of them compacts: the live names are renumbered and the generation moves
+  // releasing more than half of them starts a compaction; once it is done the live names are renumbered
+  // and the generation has moved
   for (const n of names.slice(0, 2000)) dictionary.release(n);
+  assert.equal(dictionary.compacting, true);
   assert.equal(dictionary.idOf('name 100'), -1);
+  await dictionary.compacted;
+  assert.equal(dictionary.compacting, false);
   assert.notEqual(dictionary.generation, generation);
   // 'name 7' was added twice and released once: still held
-  assert.ok(dictionary.idOf('name 7') >= 0);
+  assert.ok(dictionary.idOf('name 7') >= 0, 'name 7 held');
   for (const n of ['name 7', 'name 2000', 'name 2999']) assert.equal(dictionary.nameAt(dictionary.idOf(n)), n);
-  assert.ok(dictionary.idOf('name 2999') < 3000 - 1000);
+  assert.ok(dictionary.idOf('name 2999') < 3000 - 1000, 'renumbered');
+  assert.equal(dictionary.idOf('name 100'), -1);
+});
+
+test('a compaction is built in slices: the event loop runs meanwhile, and names added, released and taken up again while it runs come out right', async () => {
+  const dictionary = new TrigramDictionary();
+  const word = (i: number) => `w${i.toString(36)}x${((i * 7919) % 10007).toString(36)}`;
+  const kept = Array.from({ length: 60_000 }, (_, i) => `kept ${word(i)}`);
+  const gone = Array.from({ length: 61_500 }, (_, i) => `gone ${word(i)}`);
+  // the released names first: the compaction passes over them before the test's first turn, so one taken up
+  // again afterwards is found missing at the switch
+  for (const n of gone) dictionary.add(n);
+  for (const n of kept) dictionary.add(n);
+  const generation = dictionary.generation;
+  for (const n of gone) dictionary.release(n);
+  assert.equal(dictionary.compacting, true);
+  // the event loop gets turns while the new index is built
+  let turns = 0;
+  const ticking = setInterval(() => turns++, 1);
+  // meanwhile: new names, a kept name released to none, a released name taken up again, a kept name released and added back
+  await new Promise((resolve) => setImmediate(resolve));
+  const added = Array.from({ length: 5_000 }, (_, i) => `added ${word(i)}`);
+  for (const n of added) dictionary.add(n);
+  dictionary.release(kept[0]!);
+  dictionary.add(gone[3]!);
+  dictionary.release(kept[1]!);
+  dictionary.add(kept[1]!);
+  assert.equal(dictionary.generation, generation, 'the switch comes later');
+  assert.equal(dictionary.nameAt(dictionary.idOf(gone[3]!)), gone[3], 'lookups meanwhile use the current index');
+  await dictionary.compacted;
+  clearInterval(ticking);
+  assert.notEqual(dictionary.generation, generation);
+  assert.ok(turns > 2, `the event loop ran ${turns} times while it was built`);
+  const held = [...kept.slice(1), ...added, gone[3]!];
+  for (const n of held) assert.equal(dictionary.nameAt(dictionary.idOf(n)), n, n);
+  assert.equal(dictionary.idOf(kept[0]!), -1);
+  assert.equal(dictionary.idOf(gone[4]!), -1);
+  assert.ok(dictionary.idCount <= held.length + 1, `only live names (and the one released meanwhile) are indexed: ${dictionary.idCount}`);
+  // fuzzy lookups see the same names as a fresh index of the held ones
+  const fresh = new TrigramDictionary();
+  for (const n of held) fresh.add(n);
+  for (const q of ['kept w1x7', 'added w2x', 'gone w3x', 'kept w0x0']) {
+    assert.deepEqual(dictionary.similar(q, 0.4, () => true, 50), fresh.similar(q, 0.4, () => true, 50), q);
+  }
 });
 
 test('fuzzy entity matches are the same from the shared trigram index (segments held) and name by name (cache off)', async () => {

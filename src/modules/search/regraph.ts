@@ -1,6 +1,7 @@
 import type { Db } from '../../db/client.js';
 import { extractEntities } from './graph.js';
 import { chunkTextsOfUpload, clearMentionsOf, insertMentions, refreshUploadIndex, uploadsWithChunks } from './search.repository.js';
+import { yieldToLoop } from '../../shared/slices.js';
 
 /**
  * `npm run cli -- regraph`: (re)builds the knowledge graph and the BM25 statistics of every upload that
@@ -24,7 +25,7 @@ export async function regraphAll(db: Db, onProgress?: (done: number, total: numb
     chunks += texts.length;
     done++;
     onProgress?.(done, uploads.length);
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await yieldToLoop();
   }
   return { uploads: uploads.length, chunks, ms: Math.round(performance.now() - started) };
 }

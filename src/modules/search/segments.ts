@@ -1,6 +1,7 @@
 import type { DbOrTx } from '../../db/client.js';
 import * as repo from './search.repository.js';
 import type { Scored } from './search.repository.js';
+import { slicer, yieldToLoop } from '../../shared/slices.js';
 import { bySimilarity, compareText, similarity, TrigramDictionary, trigrams, type Similar } from './trigrams.js';
 
 /**
@@ -82,24 +83,11 @@ const GRAPH_PAGE_ROWS = 10_000;
 /** Edges in a stored edge list on average, for paging by about GRAPH_PAGE_ROWS edges (the 10 MB file: 178,646 in 7,526 lists). */
 const EDGES_PER_LIST = 24;
 /** The longest a segment's reading or building runs on the request loop before it yields. */
-const SLICE_MS = 8;
 /** Uploads read together when a scope's copies are missing. */
 const BATCH_CHUNKS = 2_000;
 const BATCH_UPLOADS = 500;
 /** A load is retried when the upload changed while it was read (its version moved). */
 const LOAD_ATTEMPTS = 3;
-
-const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/** A check to call often in a long synchronous run: it yields to the event loop once SLICE_MS have passed since the last yield. */
-function slicer(): () => Promise<void> {
-  let sliceStart = performance.now();
-  return async () => {
-    if (performance.now() - sliceStart < SLICE_MS) return;
-    await yieldToLoop();
-    sliceStart = performance.now();
-  };
-}
 
 /**
  * Reads rows in pages, each after `before()`, the next page after the last row of the one before

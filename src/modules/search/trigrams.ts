@@ -1,3 +1,5 @@
+import { slicer } from '../../shared/slices.js';
+
 /**
  * Trigram similarity as pg_trgm defines it, for the entity names held in memory (segments.ts): the
  * trigrams of a string are those of its lower-cased words of letters and digits, each word padded with
@@ -39,6 +41,8 @@ function lowerBound(list: readonly number[], id: number): number {
 }
 
 const NONE: readonly number[] = [];
+/** At most this many names are indexed synchronously when a compaction switches over. */
+const SWITCH_BATCH = 2_048;
 
 export interface Similar {
   name: string;
@@ -55,7 +59,7 @@ export const bySimilarity = (a: Similar, b: Similar): number => b.sim - a.sim ||
  * happens when such names outnumber the live ones.
  */
 export class TrigramDictionary {
-  private readonly ids = new Map<string, number>();
+  private ids = new Map<string, number>();
   private names: string[] = [];
   private refs: number[] = [];
   private sizes: number[] = [];
@@ -110,7 +114,17 @@ export class TrigramDictionary {
       this.dead++;
       this.deadEntries += this.sizes[id]!;
     }
-    if (this.dead > 1000 && this.dead > this.names.length - this.dead) this.compact();
+    if (this.dead > 1000 && this.dead > this.names.length - this.dead) this.startCompaction();
+  }
+
+  /** Whether a compaction is being built (tests wait on `compacted`). */
+  get compacting(): boolean {
+    return this.compaction !== undefined;
+  }
+
+  /** Settles when no compaction is under way. */
+  get compacted(): Promise<void> {
+    return this.compaction ?? Promise.resolve();
   }
 
   private index(name: string, refs: number): number {
@@ -129,20 +143,82 @@ export class TrigramDictionary {
     return id;
   }
 
-  /** Drops the names no segment holds (renumbering the rest). */
-  private compact(): void {
-    if (this.dead === 0) return;
-    const live = this.names.map((n, i) => [n, this.refs[i]!] as const).filter(([, r]) => r > 0);
-    this.ids.clear();
-    this.names = [];
-    this.refs = [];
-    this.sizes = [];
-    this.postings = new Map();
-    this.entries = 0;
-    this.dead = 0;
-    this.deadEntries = 0;
+  private compaction: Promise<void> | undefined;
+
+  private startCompaction(): void {
+    if (this.compaction) return;
+    this.compaction = this.compact().finally(() => {
+      this.compaction = undefined;
+      // names released while it ran may call for another
+      if (this.dead > 1000 && this.dead > this.names.length - this.dead) this.startCompaction();
+    });
+  }
+
+  /**
+   * Drops the names no segment holds, renumbering the rest. The new index is built a slice at a time with
+   * the event loop served between slices (indexing 200k names' trigrams takes seconds); lookups, adds and
+   * releases meanwhile use the current one. The switch is synchronous and short: reference counts are
+   * copied over, and names added or taken up again while the new index was built are indexed into it first
+   * (in slices too while there are many of them).
+   */
+  private async compact(): Promise<void> {
+    const next = new TrigramDictionary();
+    /** new id → current id */
+    const from: number[] = [];
+    /** current ids already in `next` */
+    let taken = new Uint8Array(this.names.length);
+    const isTaken = (id: number) => id < taken.length && taken[id] === 1;
+    const take = (id: number) => {
+      if (id >= taken.length) {
+        const grown = new Uint8Array(Math.max(this.names.length, id + 1));
+        grown.set(taken);
+        taken = grown;
+      }
+      taken[id] = 1;
+      from.push(id);
+      next.index(this.names[id]!, 0);
+    };
+    const slice = slicer();
+    const takeInSlices = async (ids: Iterable<number>) => {
+      let n = 0;
+      for (const id of ids) {
+        if ((n++ & 255) === 0) await slice();
+        // released since it was listed, or taken already
+        if (this.refs[id]! > 0 && !isTaken(id)) take(id);
+      }
+    };
+    // the array iterator also reaches names added while it runs
+    await takeInSlices(this.names.keys());
+    // names taken up again (released to none when they were passed over, then added again) while it ran
+    for (let round = 0; ; round++) {
+      const missing: number[] = [];
+      for (let id = 0; id < this.names.length; id++) if (this.refs[id]! > 0 && !isTaken(id)) missing.push(id);
+      if (missing.length <= SWITCH_BATCH || round >= 8) {
+        for (const id of missing) take(id);
+        break;
+      }
+      await takeInSlices(missing);
+    }
+    // the switch: reference counts as they are now (a name released since it was taken is dead in `next`)
+    let dead = 0;
+    let deadEntries = 0;
+    for (const [newId, id] of from.entries()) {
+      const refs = this.refs[id]!;
+      next.refs[newId] = refs;
+      if (refs === 0) {
+        dead++;
+        deadEntries += next.sizes[newId]!;
+      }
+    }
+    this.ids = next.ids;
+    this.names = next.names;
+    this.refs = next.refs;
+    this.sizes = next.sizes;
+    this.postings = next.postings;
+    this.entries = next.entries;
+    this.dead = dead;
+    this.deadEntries = deadEntries;
     this.generation++;
-    for (const [name, refs] of live) this.index(name, refs);
   }
 
   /**

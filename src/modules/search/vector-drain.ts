@@ -5,6 +5,7 @@ import type { Db } from '../../db/client.js';
 import { isLockConflict, sqlState } from '../../db/errors.js';
 import { Sleeper } from '../../shared/sleeper.js';
 import { countStagedVectors, drainStagedVectors } from './search.repository.js';
+import { yieldToLoop } from '../../shared/slices.js';
 
 export interface VectorDrainOptions {
   /**
@@ -159,7 +160,7 @@ export class VectorDrain {
         this.backlog -= moved;
         this.movedSinceVacuum += moved;
         // a turn of the event loop between statements: queries of requests get their turn in the engine
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await yieldToLoop();
       } catch (err) {
         if (!this.running) break;
         if (isLockConflict(err)) {

@@ -1,6 +1,7 @@
 import { countInputTokens, countTextTokens, loadEncoding, truncateToTokens } from './tokens.js';
 import type { ChatModel, ChatRequest, ChatResult, ChatStreamEvent, ContextPassage } from './types.js';
 import { englishStopWordsAnd } from '../../shared/stop-words.js';
+import { yieldToLoop } from '../../shared/slices.js';
 
 /**
  * The embedded chat model: no network, no randomness. Same request → same result.
@@ -31,7 +32,7 @@ export class LocalChatModel implements ChatModel {
     const result = await this.complete(request);
     for (const piece of chunkForStreaming(result.text)) {
       // Give the event loop a turn between deltas, as a network stream would, and notice aborts.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await yieldToLoop();
       throwIfAborted(request.signal);
       yield { type: 'delta', text: piece };
     }

@@ -13,6 +13,7 @@ import { LocalEmbedder } from '../../../providers/embeddings/local.js';
 import { ExtractionError, type ExtractLimits } from './formats.js';
 import type { PreparedDocument, PrepareTask } from './prepare.js';
 import { SandboxFailure } from './sandbox.js';
+import { yieldToLoop } from '../../../shared/slices.js';
 
 /**
  * Ingestion of one upload, run by a job worker: load the stored file → in a worker thread (sandbox.ts:
@@ -45,11 +46,8 @@ const INSERT_BATCH_ROWS = 200;
 export const ATOMIC_MAX_ROWS = 200;
 export const STAGED_BATCH_ROWS = 80;
 
-/**
- * PGlite statements and the local embedder resolve through microtasks only: without an explicit
- * turn of the event loop, a whole ingestion would run without letting a single HTTP request in.
- */
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+// PGlite statements and the local embedder resolve through microtasks only: without an explicit turn of
+// the event loop (yieldToLoop), a whole ingestion would run without letting a single HTTP request in.
 
 export interface IngestDeps {
   db: Db;
@@ -188,7 +186,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       for (let i = 0; i < pieces.length; i++) {
         const c = pieces[i]!;
         rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, mentions: c.mentions, embedding: packVector(vectors.subarray(i * dims, (i + 1) * dims), dims) });
-        if (i % 256 === 255) await yieldToEventLoop();
+        if (i % 256 === 255) await yieldToLoop();
       }
       timings.embedInWorker = doc.timings.embed ?? 0;
     } else {
@@ -206,7 +204,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
         batch.forEach((c, j) => {
           rows.push({ id: newId(), index: c.index, text: c.text, heading: c.heading, tokens: c.tokens, mentions: c.mentions, embedding: packVector(vectors[j]!, embedder.dimensions) });
         });
-        await yieldToEventLoop();
+        await yieldToLoop();
         // progress at most every 250 ms: each write is a statement the API waits behind on PGlite
         if (performance.now() - lastWrite > 250 && i + batchSize < pieces.length) {
           await progress('embedding', 20 + (70 * rows.length) / pieces.length);
@@ -235,7 +233,7 @@ export async function ingestUpload(deps: IngestDeps, uploadId: string, options: 
       const ahead = deps.background?.db ?? db;
       const giveWay = async () => {
         checkAbort();
-        await yieldToEventLoop();
+        await yieldToLoop();
         await deps.background?.giveWay();
         checkAbort();
       };
