@@ -227,7 +227,15 @@ describe('memory parameters', () => {
     const inA1 = await create(gt, { key_name: 'shared in a1', key_value: '1', shared: true, institution: w.a1.id });
     const listed = await call('GET', `/api/admin/memory/user/${guest.id}`, adminA);
     assert.equal(listed.statusCode, 200, listed.body);
-    assert.deepEqual(listed.json().data.map((g: any) => [g.institution._id, g.items.map((i: any) => [i._id, i.editable])]), [[w.a1.id, [[inA1._id, true]]]]);
+    // editable is what PUT /api/user/memory/{id} would do: an admin enrolled nowhere changes nothing there (404)
+    assert.deepEqual(listed.json().data.map((g: any) => [g.institution._id, g.items.map((i: any) => [i._id, i.editable])]), [[w.a1.id, [[inA1._id, false]]]]);
+    expectError(await call('PUT', `/api/user/memory/${inA1._id}`, adminA, { key_value: '2' }), 404, 'NOT_FOUND');
+    const byInstitution = (await call('GET', `/api/admin/memory/institution/${w.a1.id}?pageSize=5000`, adminA)).json();
+    assert.equal(byInstitution.data.find((r: any) => r._id === inA1._id)?.editable, false);
+    // A1's institution admin is a member: editable, and the PUT goes through
+    const inAdmin = (await call('GET', `/api/admin/memory/institution/${w.a1.id}?pageSize=5000`, tok.instAdminA1)).json();
+    assert.equal(inAdmin.data.find((r: any) => r._id === inA1._id)?.editable, true);
+    assert.equal((await call('PUT', `/api/user/memory/${inA1._id}`, tok.instAdminA1, { key_value: '2' })).statusCode, 200);
     const deleted = await call('DELETE', `/api/admin/memory/user/${guest.id}`, adminA, { ids: [personal._id, inA1._id] });
     assert.equal(deleted.statusCode, 200, deleted.body);
     assert.deepEqual([deleted.json().deletedCount, deleted.json().skippedCount], [1, 1]);

@@ -22,8 +22,9 @@ const tags = ['memory'];
 
 const ACCESS =
   'A personal row (shared false) is seen and changed by its author only. A shared row belongs to one institution: its members read it, ' +
-  'its author and the admins of that institution (institution admin, account admin of its account, superadmin) change it; only the author ' +
-  'turns sharing on or off. A row you cannot read is 404; one you can read but not change is 403.';
+  'its author and the admins of that institution (institution admin, account admin of its account, superadmin) change it, while they are ' +
+  'members of it (leaving an institution leaves one\'s shared rows to it; an admin enrolled nowhere uses the admin memory routes); only the ' +
+  'author turns sharing on or off. A row you cannot read is 404; one you can read but not change is 403.';
 
 const ADMIN_ACCESS =
   'Per row: a shared row needs the permission on its institution (institution admin there, account admin of its account, superadmin); ' +
@@ -117,7 +118,7 @@ export async function memoryRoutes(app: App, ctx: AppContext): Promise<void> {
       schema: {
         tags,
         summary: "A user's memory parameters grouped by institution",
-        description: `Rows the user authored that you may read, one group per institution; personal rows in the \`{personal: true}\` group. editable: you may delete it. ${ADMIN_ACCESS}`,
+        description: `Rows the user authored that you may read, one group per institution; personal rows in the \`{personal: true}\` group. editable: you may change it through PUT /api/user/memory/{id} (what these routes list to you, you may also delete through them when you hold admin.memory.delete). ${ADMIN_ACCESS}`,
         security: SECURED,
         params: UserIdParams,
         response: { 200: AdminUserMemoryResponse, ...errorResponses(400, 401, 403, 404) },

@@ -211,7 +211,7 @@ export class MemoryService {
       const key = r.shared && r.institutionId ? r.institutionId : '';
       let group = groups.get(key);
       if (!group) groups.set(key, (group = { institution: presentMemoryInstitution(r), items: [] }));
-      group.items.push(presentMemory(r, { editable: adminMay(auth, MEMORY_DELETE, r, user.accountId), isAuthor: isAuthor(auth, r) }));
+      group.items.push(presentMemory(r, { editable: canEdit(auth, r), isAuthor: isAuthor(auth, r) }));
     }
     return [...groups.values()];
   }
@@ -222,9 +222,9 @@ export class MemoryService {
     assertAdministersInstitution(auth, MEMORY_READ, institution);
     const { page, pageSize, limit, offset } = pageWindow(query);
     const { rows, total } = await repo.listSharedOfInstitution(this.db, institution.id, { limit, offset });
-    const editable = assertNoThrow(() => assertAdministersInstitution(auth, MEMORY_DELETE, institution));
     return {
-      ...envelope(rows.map((r) => presentMemory(r, { editable, isAuthor: isAuthor(auth, r) })), total, page, pageSize),
+      // editable as on the user routes (PUT /api/user/memory/{id}), whatever these routes let one delete
+      ...envelope(rows.map((r) => presentMemory(r, { editable: canEdit(auth, r), isAuthor: isAuthor(auth, r) })), total, page, pageSize),
       institution: presentMemoryInstitution({ shared: true, institutionId: institution.id, institutionName: institution.name, institutionAiname: institution.ainame, institutionPicture: institution.picture }),
     };
   }
@@ -257,14 +257,5 @@ export class MemoryService {
     await this.announce(removed);
     const skipped = (ids ? ids.length : candidates) - deleted;
     return { success: true, deletedCount: deleted, skippedCount: skipped, message: `${deleted} deleted, ${skipped} skipped` };
-  }
-}
-
-function assertNoThrow(fn: () => void): boolean {
-  try {
-    fn();
-    return true;
-  } catch {
-    return false;
   }
 }
