@@ -145,6 +145,25 @@ describe('context lookup and branding', () => {
     assert.equal((await branding(inst.publicId)).statusCode, 404);
   });
 
+  test("a twin of an inactive account is inactive in its branding, at once and on every node's cache", async () => {
+    const inst = await makeInstitution(t.database, w.accountB.id, { ainame: 'Noether' });
+    const before = await branding(inst.publicId);
+    assert.equal(before.json().status, 'active');
+    const setStatus = async (status: string) => {
+      const res = await t.app.inject({ method: 'PATCH', url: `/api/admin/account/${w.accountB.id}`, headers: bearer(tok.root), payload: { status } });
+      assert.equal(res.statusCode, 200, res.body);
+    };
+    await setStatus('inactive');
+    const off = await branding(inst.publicId, { 'if-none-match': String(before.headers.etag) });
+    assert.equal(off.statusCode, 200);
+    assert.equal(off.json().status, 'inactive');
+    assert.equal(off.json().ainame, 'Noether');
+    await setStatus('active');
+    const on = await branding(inst.publicId);
+    assert.equal(on.json().status, 'active');
+    assert.equal(on.headers.etag, before.headers.etag);
+  });
+
   test('a load that started before an invalidation does not store its stale result', async () => {
     const bus = new LocalInvalidationBus();
     const cache = new BrandingCache(bus, systemClock);

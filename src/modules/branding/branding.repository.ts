@@ -1,6 +1,6 @@
 import { asc, eq, sql } from 'drizzle-orm';
 import type { Db, DbOrTx } from '../../db/client.js';
-import { institutions } from '../../db/schema.js';
+import { accounts, institutions } from '../../db/schema.js';
 
 export type InstitutionRow = typeof institutions.$inferSelect;
 
@@ -13,7 +13,8 @@ const brandingColumns = {
   voiceAgentId: institutions.voiceAgentId,
   about: institutions.about,
   ainame: institutions.ainame,
-  status: institutions.status,
+  // the twin's status (active or inactive): a twin of an inactive account is inactive, as sign-in treats it
+  status: sql<string>`case when ${institutions.status} = 'active' and ${accounts.status} = 'active' then 'active' else 'inactive' end`,
 };
 export type BrandingRow = { [K in keyof typeof brandingColumns]: string };
 
@@ -22,6 +23,7 @@ function buildBrandingQuery(db: Db) {
   return db
     .select(brandingColumns)
     .from(institutions)
+    .innerJoin(accounts, eq(accounts.id, institutions.accountId))
     .where(eq(institutions.publicId, sql`${sql.placeholder('publicId')}::uuid`))
     .limit(1)
     .prepare('branding_by_public_id');

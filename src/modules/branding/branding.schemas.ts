@@ -15,7 +15,7 @@ export const BrandingSchema = Type.Object({
   voice_agent_id: Type.String({ description: 'Voice agent identifier' }),
   about: Type.String({ description: "Description of the agent's purpose" }),
   ainame: Type.String({ description: 'Display name' }),
-  status: Type.String({ description: 'active | inactive' }),
+  status: Type.String({ description: 'active | inactive: inactive when the institution or its account is inactive (sign-in treats both alike)' }),
 });
 
 export const ContextLookupBody = Type.Object({

@@ -258,7 +258,11 @@ export class TenancyService {
     if (input.managerEmail !== undefined) patch.managerEmail = input.managerEmail;
     if (input.status !== undefined) patch.status = input.status;
     const row = Object.keys(patch).length > 0 ? await repo.updateAccount(this.db, account.id, patch, this.now()) : account;
-    if (patch.status !== undefined) this.ctx.auth.cache.invalidateAccount(account.id);
+    if (patch.status !== undefined) {
+      this.ctx.auth.cache.invalidateAccount(account.id);
+      // the branding status of its twins follows the account's (rare: every node drops its institution caches)
+      if (patch.status !== account.status) await this.ctx.invalidation.publish('institution', { id: ALL_RECORDS });
+    }
     if (!row) throw notFound('Account');
     return presentAccount(row);
   }
