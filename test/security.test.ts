@@ -256,6 +256,23 @@ describe('security: findings of the probe (issue 7)', () => {
     assert.equal((await call('GET', '/api/user/me', accessToken)).statusCode, 200);
   });
 
+  test("row 5: a superadmin whose home account is made inactive keeps its session and can sign in, so that it can reactivate the account", async () => {
+    const account = await makeAccount(t.database);
+    const root = await makeUser(t.database, { accountId: account.id, role: 'superadmin' });
+    const plain = await makeUser(t.database, { accountId: account.id });
+    const { accessToken } = await login(t.app, root.email);
+    const off = await call('PATCH', `/api/admin/account/${account.id}`, accessToken, { status: 'inactive' });
+    assert.equal(off.statusCode, 200, off.body);
+    assert.equal((await call('GET', '/api/user/me', accessToken)).statusCode, 200);
+    const again = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: root.email, password: PASSWORD } });
+    assert.equal(again.statusCode, 200, again.body);
+    // the account's other users are refused meanwhile
+    assert.equal((await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: plain.email, password: PASSWORD } })).statusCode, 403);
+    const on = await call('PATCH', `/api/admin/account/${account.id}`, accessToken, { status: 'active' });
+    assert.equal(on.statusCode, 200, on.body);
+    assert.equal((await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: plain.email, password: PASSWORD } })).statusCode, 200);
+  });
+
   test('row 5: an inactive institution gives its members nothing: refused at login when it is their only one, not their current institution, not switchable', async () => {
     const account = await makeAccount(t.database);
     const inst = await makeInstitution(t.database, account.id);

@@ -23,13 +23,14 @@ export function isActiveEnrolment(e: EnrolmentState): boolean {
 
 /**
  * Why a user may not have a session, or null. Refused: a disabled user; a user whose home account is
- * inactive; a plain user (global role `user`) who is enrolled somewhere but only in inactive
+ * inactive (except a superadmin: it runs the platform, not its home account, and is the one who can
+ * reactivate that account); a plain user (global role `user`) who is enrolled somewhere but only in inactive
  * institutions (an institution's members lose access with it). A plain user with no enrolment at all
  * keeps a personal space; account admins and superadmins keep access to reactivate what they run.
  */
 export function loginRefusal(user: LoginSubject, accountStatus: string | undefined, enrolments: readonly EnrolmentState[]): string | null {
   if (user.status !== 'active') return 'This user is disabled';
-  if (accountStatus !== 'active') return 'The account of this user is inactive';
+  if (accountStatus !== 'active' && !(user.role === 'superadmin' && accountStatus !== undefined)) return 'The account of this user is inactive';
   if (user.role === 'user' && enrolments.length > 0 && !enrolments.some(isActiveEnrolment)) return 'Every institution of this user is inactive';
   return null;
 }
