@@ -134,6 +134,27 @@ describe('settings (instance variables)', () => {
     expectError(await call('DELETE', `/api/user/setting/${locked._id}`, tok.userA1), 404, 'NOT_FOUND');
   });
 
+  test('keys are compared in Unicode NFC and trimmed, on create, rename and the list filter; invisible characters are refused', async () => {
+    const composed = await create(tok.userA1, { key: 'caf\u00e9', value: 'v' });
+    assert.equal(composed.key, 'caf\u00e9');
+    // the same key typed decomposed (e + combining acute) is the same key: a duplicate
+    expectError(await call('POST', '/api/user/setting', tok.otherA1, { key: 'cafe\u0301' }), 400, 'DUPLICATE_KEY');
+    const other = await create(tok.userA1, { key: 'tea' });
+    expectError(await call('PUT', `/api/user/setting/${other._id}`, tok.userA1, { key: ' cafe\u0301 ' }), 400, 'DUPLICATE_KEY');
+    // the list filter finds it whichever way it is typed, spaces around it included
+    for (const key of ['cafe\u0301', ' caf\u00e9 ']) {
+      const listed = await call('GET', `/api/user/settings?key=${encodeURIComponent(key)}`, tok.userA1);
+      assert.equal(listed.statusCode, 200, listed.body);
+      assert.deepEqual(listed.json().data.map((r: any) => r._id), [composed._id], JSON.stringify(key));
+    }
+    // zero-width, bidi and control characters would make keys that look like others
+    for (const key of ['\u200b', 'caf\u00e9\u200b', 'a\u202eb', 'a\u0007b', 'a\u2028b']) {
+      const refused = expectError(await call('POST', '/api/user/setting', tok.userA1, { key }), 400, 'VALIDATION_FAILED');
+      assert.equal(refused.error.details[0].field, 'key', JSON.stringify(key));
+    }
+    expectError(await call('PUT', `/api/user/setting/${other._id}`, tok.userA1, { key: 'te\u200ba' }), 400, 'VALIDATION_FAILED');
+  });
+
   test('list paginates with the admin envelope', async () => {
     const res = (await call('GET', '/api/user/settings?pageSize=2&page=1', tok.instAdminA1)).json();
     assert.equal(res.success, true);

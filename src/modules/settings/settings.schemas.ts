@@ -1,7 +1,7 @@
 import { Type, type Static } from '@fastify/type-provider-typebox';
 import { Id, ListEnvelope, PageFields } from '../../shared/schemas.js';
 
-const Key = Type.String({ minLength: 1, maxLength: 200, description: 'Unique within the institution (trimmed, case-sensitive)' });
+const Key = Type.String({ minLength: 1, maxLength: 200, description: 'Unique within the institution (trimmed, in Unicode NFC, case-sensitive; no control or invisible formatting characters)' });
 const Value = Type.String({ maxLength: 10_000 });
 
 export const SettingSchema = Type.Object({
@@ -44,6 +44,6 @@ export const SettingResponse = Type.Object({ success: Type.Boolean(), data: Sett
 export const SettingsQuery = Type.Object({
   ...PageFields,
   institution: Type.Optional(Id('Institution (default: your current institution)')),
-  key: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Only the setting with this key' })),
+  key: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Only the setting with this key (trimmed and compared in Unicode NFC)' })),
 });
 export const SettingsListResponse = ListEnvelope(SettingSchema);

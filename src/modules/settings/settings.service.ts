@@ -28,9 +28,17 @@ export function presentSetting(s: repo.SettingRow) {
 
 const duplicate = (key: string) => duplicateKey(`A setting with the key "${key}" already exists in this institution`, [{ field: 'key', message: 'key must be unique within the institution' }]);
 
-function cleanKey(key: string): string {
-  const k = key.trim();
-  if (!k) throw badField('key', 'key must not be blank');
+/** Control, format (zero-width, bidi) and line/paragraph separator characters: a key holding one looks like another key. */
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+
+/**
+ * A key as stored and compared: trimmed and in Unicode NFC, so that "café" typed composed or decomposed
+ * is one key; invisible characters are refused (400) rather than making look-alike keys.
+ */
+function cleanKey(key: string, field = 'key'): string {
+  const k = key.trim().normalize('NFC');
+  if (!k) throw badField(field, `${field} must not be blank`);
+  if (INVISIBLE.test(k)) throw badField(field, `${field} must not contain control or invisible formatting characters`);
   return k;
 }
 
@@ -79,7 +87,7 @@ export class SettingsService {
   async list(auth: AuthContext, query: { page?: number; pageSize?: number; institution?: string; key?: string }) {
     const institution = await this.institutionFor(auth, query.institution);
     const { page, pageSize, limit, offset } = pageWindow(query);
-    const { rows, total } = await repo.listSettings(this.db, { institutionId: institution.id, visible: visibleSettingsCondition(auth, institution), key: query.key }, { limit, offset });
+    const { rows, total } = await repo.listSettings(this.db, { institutionId: institution.id, visible: visibleSettingsCondition(auth, institution), key: query.key === undefined ? undefined : cleanKey(query.key) }, { limit, offset });
     return envelope(rows.map(presentSetting), total, page, pageSize);
   }
 
