@@ -303,7 +303,10 @@ describe('memory parameters', () => {
     assert.equal(await rowExists(nsX2._id), false);
     assert.equal(await rowExists(nsX1._id), true);
 
-    const byNamespace = (await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { namespace: 'x' })).json();
+    // the namespace is trimmed as stored values are; a blank one is no namespace at all
+    expectError(await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { namespace: '   ' }), 400, 'VALIDATION_FAILED');
+    assert.equal(await rowExists(nsX1._id), true);
+    const byNamespace = (await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { namespace: ' x ' })).json();
     assert.deepEqual([byNamespace.deletedCount, byNamespace.skippedCount], [1, 0]);
     assert.equal(await rowExists(nsX1._id), false);
     assert.equal(await rowExists(otherUserX._id), true, "another user's row of the same namespace stays");

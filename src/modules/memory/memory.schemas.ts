@@ -71,7 +71,7 @@ export const BulkDeleteBody = Type.Object({
       description: 'Only these rows (of this user / this institution), each re-authorized; rows you may not touch or that do not match are skipped and counted',
     }),
   ),
-  namespace: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only rows of this namespace (with ids: narrows them)' })),
+  namespace: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only rows of this namespace, trimmed as stored (with ids: narrows them); blank is a 400' })),
   shared: Type.Optional(Type.Boolean({ description: 'Only shared (true) or only personal (false) rows (with ids: narrows them)' })),
 });
 export type BulkDeleteInput = Static<typeof BulkDeleteBody>;

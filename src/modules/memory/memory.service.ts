@@ -248,7 +248,8 @@ export class MemoryService {
   private async bulkDelete(auth: AuthContext, input: BulkDeleteInput, target: repo.BulkSelection, authorAccount: (c: repo.BulkCandidate) => string) {
     const ids = input.ids ? [...new Set(input.ids)] : undefined;
     // spec: with ids, only those rows are deleted; filters given as well narrow them further (never widen)
-    const selection: repo.BulkSelection = { ...target, ids, namespace: input.namespace, shared: input.shared };
+    // the namespace as rows store it (trimmed)
+    const selection: repo.BulkSelection = { ...target, ids, namespace: trimmed('namespace', input.namespace), shared: input.shared };
     const { deleted, candidates, removed } = await this.db.transaction(async (tx) => {
       const found = await repo.lockCandidates(tx, selection);
       const allowed = found.filter((c) => adminMay(auth, MEMORY_DELETE, c, authorAccount(c)));
