@@ -403,6 +403,41 @@ describe('openai-compatible chat model against a local OpenAI stub', () => {
     await assert.rejects(collect(model.stream(ask('a b c d e f g'))), (err: unknown) => err instanceof UpstreamError && /stalled/u.test(err.message));
   });
 
+  test('a stream that ends cleanly before a finish_reason (no [DONE] either) is an UpstreamError, not a short answer', async () => {
+    fresh();
+    stub.endNextStreamAfter(2);
+    const model = new OpenAiCompatibleChatModel(config({ maxRetries: 0 }));
+    const events: ChatStreamEvent[] = [];
+    await assert.rejects(
+      (async () => {
+        for await (const e of model.stream(ask('one two three four five six seven eight nine ten eleven twelve'))) events.push(e);
+      })(),
+      (err: unknown) => err instanceof UpstreamError && /ended before the answer was finished/u.test(err.message),
+    );
+    assert.equal(events.filter((e) => e.type === 'delta').length, 2, 'the deltas that came were passed on');
+    assert.equal(events.some((e) => e.type === 'done'), false);
+    // the same stub, whole: a done event
+    assert.equal((await collect(model.stream(ask('whole answer')))).at(-1)?.type, 'done');
+  });
+
+  test('a completion without a choice is an UpstreamError', async () => {
+    fresh();
+    stub.setChatHandler(() => ({ content: 'ignored', noChoices: true }));
+    const model = new OpenAiCompatibleChatModel(config({ maxRetries: 0 }));
+    await assert.rejects(model.complete(ask('anything')), (err: unknown) => err instanceof UpstreamError && /without a completion/u.test(err.message));
+  });
+
+  test("a completion's body must arrive within timeoutMs of its headers", async () => {
+    fresh();
+    const model = new OpenAiCompatibleChatModel(config({ timeoutMs: 300, maxRetries: 0 }));
+    stub.stallNextBody(100);
+    assert.equal((await model.complete(ask('a little late'))).text, 'a little late');
+    stub.stallNextBody(5000);
+    const started = Date.now();
+    await assert.rejects(model.complete(ask('stalled body')), (err: unknown) => err instanceof UpstreamError && /within 300 ms of starting it/u.test(err.message));
+    assert.ok(Date.now() - started < 3000, `gave up at the timeout, not when the body came (${Date.now() - started} ms)`);
+  });
+
   test('an unreachable server gives an UpstreamError', async () => {
     const gone = await startOpenAiStub();
     const baseUrl = gone.baseUrl;

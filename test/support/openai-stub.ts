@@ -63,6 +63,8 @@ export interface ChatReply {
   finishReason?: 'stop' | 'length' | 'content_filter' | 'tool_calls';
   /** Function calls to answer with (finish_reason tool_calls); streamed as delta.tool_calls pieces. */
   toolCalls?: Array<{ name: string; arguments: string }>;
+  /** A non-streamed answer with `choices: []` (a broken provider). */
+  noChoices?: boolean;
 }
 
 export type ChatHandler = (input: ChatHandlerInput) => ChatReply | string | Promise<ChatReply | string>;
@@ -104,6 +106,10 @@ export interface OpenAiStub {
   streamChunkDelayMs(ms: number): void;
   /** The next streamed chat answer drops its connection after `chunks` content chunks (a mid-stream failure). */
   dropNextStreamAfter(chunks: number): void;
+  /** The next streamed chat answer ends cleanly after `chunks` content chunks: no finish_reason, no `[DONE]`. */
+  endNextStreamAfter(chunks: number): void;
+  /** The next non-streamed chat answer sends its headers and a first part of its body, then waits `ms` before the rest. */
+  stallNextBody(ms: number): void;
   /** Answers POST /v1/moderations: flagged when the handler returns true for an input. */
   setModerationHandler(handler: ((input: string) => boolean) | null): void;
   /** Requests whose path starts with `prefix` (e.g. "/v1/chat/completions"). */
@@ -159,6 +165,8 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
   let delay = 0;
   let chunkDelay = 0;
   let dropAfter: number | null = null;
+  let endAfter: number | null = null;
+  let bodyStall = 0;
   let moderationHandler: ((input: string) => boolean) | null = null;
   const retryAfterMs = options.retryAfterMs === undefined ? 0 : options.retryAfterMs;
   let counter = 0;
@@ -207,21 +215,32 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     const finish = reply.finishReason ?? (toolCalls.length ? 'tool_calls' : 'stop');
 
     if (!stream) {
-      sendJson(res, 200, {
+      const answer = {
         id,
         object: 'chat.completion',
         created,
         model,
-        choices: [
-          {
-            index: 0,
-            message: { role: 'assistant', content: reply.content, refusal: null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) },
-            logprobs: null,
-            finish_reason: finish,
-          },
-        ],
+        choices: reply.noChoices
+          ? []
+          : [
+              {
+                index: 0,
+                message: { role: 'assistant', content: reply.content, refusal: null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) },
+                logprobs: null,
+                finish_reason: finish,
+              },
+            ],
         ...(usage ? { usage } : {}),
-      });
+      };
+      const stall = bodyStall;
+      bodyStall = 0;
+      if (stall === 0) return sendJson(res, 200, answer);
+      if (gone(res)) return;
+      const text = JSON.stringify(answer);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.write(text.slice(0, 10));
+      await sleep(stall);
+      if (!gone(res)) res.end(text.slice(10));
       return;
     }
 
@@ -240,11 +259,17 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     for (let i = 0; i < pieces.length; i += 3) groups.push(pieces.slice(i, i + 3).join(''));
     const drop = dropAfter;
     dropAfter = null;
+    const end = endAfter;
+    endAfter = null;
     if (!(await write(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }])))) return;
     let sent = 0;
     for (const g of groups) {
       if (drop !== null && sent >= drop) {
         res.socket?.destroy();
+        return;
+      }
+      if (end !== null && sent >= end) {
+        res.end();
         return;
       }
       if (!(await write(chunk([{ index: 0, delta: { content: g }, logprobs: null, finish_reason: null }])))) return;
@@ -370,6 +395,12 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     },
     dropNextStreamAfter(chunks) {
       dropAfter = chunks;
+    },
+    endNextStreamAfter(chunks) {
+      endAfter = chunks;
+    },
+    stallNextBody(ms) {
+      bodyStall = ms;
     },
     setModerationHandler(handler) {
       moderationHandler = handler;

@@ -32,7 +32,11 @@ function wireMessage(m: ChatMessage): OpenAI.ChatCompletionMessageParam {
  * {@link UpstreamError}. An aborted `request.signal` rejects with the signal's reason instead.
  *
  * Timeouts: `config.timeoutMs` bounds each attempt until the response headers arrive (the SDK's
- * timeout); a stream additionally fails when no chunk arrives for `timeoutMs`.
+ * timeout); then a completion's body must arrive within `timeoutMs`, and a stream fails when no chunk
+ * arrives for `timeoutMs`.
+ *
+ * An answer must be complete: a completion without a choice, or a stream that ends (even cleanly)
+ * before a choice's finish_reason, is an {@link UpstreamError}, not a short answer.
  */
 export class OpenAiCompatibleChatModel implements ChatModel {
   readonly provider = 'openai-compatible';
@@ -59,9 +63,22 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     throwIfAborted(request.signal);
     await loadEncoding(); // usage is counted when the provider does not report it
     const model = request.model ?? this.defaultModel;
+    // The SDK's timeout ends once the headers are in; the body gets timeoutMs of its own.
+    const controller = new AbortController();
+    const follow = () => controller.abort(request.signal?.reason);
+    request.signal?.addEventListener('abort', follow, { once: true });
+    let body: NodeJS.Timeout | undefined;
+    let late = false;
     try {
-      const res = await this.client.chat.completions.create({ ...this.params(request, model), stream: false }, { signal: request.signal });
-      const message = res.choices[0]?.message;
+      const response = await this.client.chat.completions.create({ ...this.params(request, model), stream: false }, { signal: controller.signal }).asResponse();
+      body = setTimeout(() => {
+        late = true;
+        controller.abort();
+      }, this.timeoutMs);
+      const res = (await response.json()) as OpenAI.ChatCompletion;
+      const choice = Array.isArray(res?.choices) ? res.choices[0] : undefined;
+      if (!choice) throw new UpstreamError('The model provider answered without a completion (no choice)');
+      const message = choice.message;
       const text = message?.content ?? '';
       const toolCalls: ToolCall[] = (message?.tool_calls ?? [])
         .filter((c) => c.type === 'function')
@@ -71,10 +88,14 @@ export class OpenAiCompatibleChatModel implements ChatModel {
         model: res.model || model,
         usage: usageOf(res.usage, request, text),
         ...(toolCalls.length ? { toolCalls } : {}),
-        ...(res.choices[0]?.finish_reason === 'length' ? { truncated: true } : {}),
+        ...(choice.finish_reason === 'length' ? { truncated: true } : {}),
       };
     } catch (err) {
+      if (late && !request.signal?.aborted) throw new UpstreamError(`The model provider did not send its answer within ${this.timeoutMs} ms of starting it`);
       throw this.mapError(err, request.signal);
+    } finally {
+      clearTimeout(body);
+      request.signal?.removeEventListener('abort', follow);
     }
   }
 
@@ -100,6 +121,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     let usage: OpenAI.CompletionUsage | undefined;
     // Tool calls arrive in pieces keyed by index: the id and name first, the arguments in fragments.
     const calls = new Map<number, ToolCall>();
+    let finished = false;
     try {
       const stream = await this.client.chat.completions.create(
         { ...this.params(request, model), stream: true, stream_options: { include_usage: true } },
@@ -110,6 +132,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
         arm();
         if (chunk.model) reportedModel = chunk.model;
         if (chunk.usage) usage = chunk.usage;
+        if (chunk.choices?.[0]?.finish_reason) finished = true;
         for (const part of chunk.choices[0]?.delta?.tool_calls ?? []) {
           const call = calls.get(part.index) ?? { id: '', name: '', arguments: '' };
           if (part.id) call.id = part.id;
@@ -126,6 +149,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
       // The SDK ends the iteration quietly when its signal aborts: find out why.
       if (stalled) throw new UpstreamError(`The model provider's stream stalled for more than ${this.timeoutMs} ms`);
       throwIfAborted(request.signal);
+      if (!finished) throw new UpstreamError("The model provider's stream ended before the answer was finished (no finish_reason)");
     } catch (err) {
       if (stalled && !(err instanceof UpstreamError)) throw new UpstreamError(`The model provider's stream stalled for more than ${this.timeoutMs} ms`);
       throw this.mapError(err, request.signal);
