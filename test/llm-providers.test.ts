@@ -420,6 +420,21 @@ describe('openai-compatible chat model against a local OpenAI stub', () => {
     assert.equal((await collect(model.stream(ask('whole answer')))).at(-1)?.type, 'done');
   });
 
+  test("a chunk that is not JSON is an UpstreamError, and the SDK does not print it (answer text) to the console", async () => {
+    fresh();
+    stub.malformNextStreamAfter(1);
+    const model = new OpenAiCompatibleChatModel(config({ maxRetries: 0 }));
+    const printed: unknown[] = [];
+    const original = console.error;
+    console.error = (...args: unknown[]) => void printed.push(args);
+    try {
+      await assert.rejects(collect(model.stream(ask('one two three four five six seven'))), (err: unknown) => err instanceof UpstreamError);
+    } finally {
+      console.error = original;
+    }
+    assert.deepEqual(printed, []);
+  });
+
   test('a completion without a choice is an UpstreamError', async () => {
     fresh();
     stub.setChatHandler(() => ({ content: 'ignored', noChoices: true }));

@@ -108,6 +108,8 @@ export interface OpenAiStub {
   dropNextStreamAfter(chunks: number): void;
   /** The next streamed chat answer ends cleanly after `chunks` content chunks: no finish_reason, no `[DONE]`. */
   endNextStreamAfter(chunks: number): void;
+  /** The next streamed chat answer sends a chunk that is not JSON after `chunks` content chunks. */
+  malformNextStreamAfter(chunks: number): void;
   /** The next non-streamed chat answer sends its headers and a first part of its body, then waits `ms` before the rest. */
   stallNextBody(ms: number): void;
   /** Answers POST /v1/moderations: flagged when the handler returns true for an input. */
@@ -166,6 +168,7 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
   let chunkDelay = 0;
   let dropAfter: number | null = null;
   let endAfter: number | null = null;
+  let malformAfter: number | null = null;
   let bodyStall = 0;
   let moderationHandler: ((input: string) => boolean) | null = null;
   const retryAfterMs = options.retryAfterMs === undefined ? 0 : options.retryAfterMs;
@@ -261,6 +264,8 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     dropAfter = null;
     const end = endAfter;
     endAfter = null;
+    const malform = malformAfter;
+    malformAfter = null;
     if (!(await write(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }])))) return;
     let sent = 0;
     for (const g of groups) {
@@ -272,6 +277,7 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
         res.end();
         return;
       }
+      if (malform !== null && sent === malform && !(await write(`data: {"id":"${id}","choices":[{"delta":{"content":"secret answer te\n\n`))) return;
       if (!(await write(chunk([{ index: 0, delta: { content: g }, logprobs: null, finish_reason: null }])))) return;
       sent++;
     }
@@ -398,6 +404,9 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     },
     endNextStreamAfter(chunks) {
       endAfter = chunks;
+    },
+    malformNextStreamAfter(chunks) {
+      malformAfter = chunks;
     },
     stallNextBody(ms) {
       bodyStall = ms;

@@ -38,6 +38,8 @@ export class OpenAiCompatibleEmbedder implements Embedder {
       apiKey: config.apiKey ?? 'not-needed',
       timeout: config.timeoutMs,
       maxRetries: config.maxRetries,
+      // the SDK would write what it cannot parse (answer text) to the console, past the app's logger; its failures are thrown
+      logLevel: 'off',
     });
   }
 
