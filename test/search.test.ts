@@ -126,7 +126,7 @@ describe('scope', () => {
   test('selectedUploadIds is intersected with the scope; foreign, malformed and non-string ids are dropped silently', async () => {
     const res = await search(tokens.a1!, {
       query: 'Hemlock Guild',
-      selectedUploadIds: [ids.guild, ids['other-account'], ids.privatefile, 'not-an-id', 'Z'.repeat(3000), 42, null, ids.guild!.toUpperCase()],
+      selectedUploadIds: [ids.guild, ids['other-account'], ids.privatefile, 'not-an-id', 'Z'.repeat(3000), 42, null, ids.guild!.toUpperCase(), 'bad\u0000id', `${ids.guild}\u0000`],
     });
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json();

@@ -59,6 +59,13 @@ function findNul(value: unknown, path: string, depth = 0): string | null {
  * One error handler for the whole API: every failure leaves in the contract's body
  * `{success:false, message, error:{code, details}}`, and no 5xx body says anything about internals.
  */
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Body fields (arrays of ids) whose malformed entries the route drops silently: entries holding a NUL are dropped, not refused with a 400. */
+    idListsDroppingMalformed?: readonly string[];
+  }
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | AppError | Error, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
@@ -120,6 +127,16 @@ export function registerErrorHandling(app: FastifyInstance): void {
 
   // In preHandler, i.e. after each route's authentication: an anonymous caller gets its 401 first.
   app.addHook('preHandler', (request, _reply, done) => {
+    // lists of ids whose malformed entries a route drops silently (search-content's selectedUploadIds):
+    // an entry with a NUL is one of those, dropped here rather than refused
+    const lists = request.routeOptions.config.idListsDroppingMalformed;
+    const body = request.body as Record<string, unknown> | null | undefined;
+    if (lists && body && typeof body === 'object') {
+      for (const name of lists) {
+        const list = body[name];
+        if (Array.isArray(list) && list.some((v) => typeof v === 'string' && v.includes('\u0000'))) body[name] = list.filter((v) => !(typeof v === 'string' && v.includes('\u0000')));
+      }
+    }
     for (const [part, value] of [['params', request.params], ['query', request.query], ['body', request.body]] as const) {
       const field = findNul(value, '');
       if (field !== null) {

@@ -65,6 +65,8 @@ export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
         body: SearchContentBody,
         response: { 200: SearchContentResponse, ...errorResponses(400, 401, 403, 429) },
       },
+      // malformed ids in it are dropped silently (spec rule 1), those holding a NUL too
+      config: { idListsDroppingMalformed: ['selectedUploadIds'] },
       preValidation: requireAuth(ctx),
       // the request's own 400s and 403 first: only requests the service accepts count against the limit
       preHandler: [(request, _reply, done) => done(checkSearch(request)), searchRate],
