@@ -55,6 +55,25 @@ describe('upload safety: names, content sniffing', () => {
     assert.equal(claimed.json().message, 'The file is named as txt text but its content is binary data');
   });
 
+  test('a name over 255 characters keeps its last 255 code points: the cut never falls inside a surrogate pair (no U+FFFD)', async () => {
+    // 10 + 200 emoji (two UTF-16 units each) + ".txt": 214 code points, 414 UTF-16 units
+    const sent = 'a'.repeat(10) + '\u{1F600}'.repeat(200) + '.txt';
+    const file = await uploadOk(t.app, token, { name: sent, type: 'text/plain', content: 'A note about harbours.' }, { scope: 'personal' });
+    const expected = '\u{1F600}'.repeat(200) + '.txt';
+    assert.equal(file.originalname.includes('\uFFFD'), false, `the stored name holds U+FFFD: ${JSON.stringify(file.originalname.slice(0, 4))}`);
+    assert.equal(file.originalname, 'a'.repeat(10) + expected, 'under 255 code points: the whole name is kept');
+    // 300 ASCII letters then the emoji: the last 255 code points are 51 letters, the 200 emoji and ".txt"
+    const longer = 'b'.repeat(300) + '\u{1F600}'.repeat(200) + '.txt';
+    const cut = await uploadOk(t.app, token, { name: longer, type: 'text/plain', content: 'A note about pilots.' }, { scope: 'personal' });
+    assert.equal(cut.originalname, 'b'.repeat(51) + expected, `cut to the last 255 code points, got ${JSON.stringify(cut.originalname.slice(0, 8))}…`);
+    assert.equal(Array.from(cut.originalname).length, 255, 'at most 255 code points');
+    // only emoji before the extension: a cut by UTF-16 units (255 - 4 = 251 units) would keep half an emoji
+    const odd = 'c'.repeat(10) + '\u{1F600}'.repeat(300) + '.txt';
+    const oddCut = await uploadOk(t.app, token, { name: odd, type: 'text/plain', content: 'A note about tides.' }, { scope: 'personal' });
+    assert.equal(oddCut.originalname, '\u{1F600}'.repeat(251) + '.txt', `the last 251 emoji and the extension, got ${JSON.stringify(oddCut.originalname.slice(0, 4))}…`);
+    assert.equal(oddCut.file_title, oddCut.originalname, 'the default title is the stored name');
+  });
+
   test('content sniffing: PNG bytes named .txt, a PDF named .docx, text named .pdf are 415 and nothing is stored', async () => {
     const before = storedFiles(t.dataDir);
     const cases: Array<[string, Buffer, string]> = [

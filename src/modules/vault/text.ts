@@ -12,17 +12,19 @@ export function visibleText(value: string): string {
 /** Controls (C0, DEL, C1) and the bidi embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069). */
 const MARKED = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
 
+/** A file-name search term as stored names are written (cleanFileName): NFC, each run of whitespace one space. */
+export const fileNameTerm = (term: string): string => term.normalize('NFC').replace(/\s+/gu, ' ');
+
 /**
  * A file name as stored and shown: Unicode NFC; the last path segment only; every control character
  * and bidi embedding/override/isolate replaced by "_" — a visible trace, so that "evil\u202etxt.exe"
  * (shown as "evilexe.txt") becomes "evil_txt.exe" instead of silently turning into another plausible
  * name; other invisible format characters (zero-width spaces and joiners, LRM/RLM, the BOM) removed;
- * runs of white space made one space; trimmed; at most 255 characters, cut from the front so that the
- * extension stays. A name left with nothing but "_", dots and spaces is no name ("").
+ * runs of white space made one space; trimmed; at most 255 characters — Unicode code points, as
+ * JSON Schema's maxLength and Postgres' char_length count them — cut from the front so that the
+ * extension stays, on a code point boundary (a cut by UTF-16 units could keep half a surrogate pair,
+ * which the database stores as U+FFFD). A name left with nothing but "_", dots and spaces is no name ("").
  */
-/** A file-name search term as stored names are written (cleanFileName): NFC, each run of whitespace one space. */
-export const fileNameTerm = (term: string): string => term.normalize('NFC').replace(/\s+/gu, ' ');
-
 export function cleanFileName(name: string): string {
   const base = name.normalize('NFC').split(/[\\/]/).pop() ?? '';
   const cleaned = base
@@ -30,7 +32,18 @@ export function cleanFileName(name: string): string {
     .replace(/\p{Cf}/gu, '')
     .replace(/\s+/gu, ' ')
     .trim();
+  const kept = lastCodePoints(cleaned, MAX_FILE_NAME_CHARS);
   // nothing left but marks, dots and spaces: no name (the upload is refused for that)
-  if (!/[^\s._]/u.test(cleaned)) return '';
-  return cleaned.length > 255 ? cleaned.slice(cleaned.length - 255) : cleaned;
+  return /[^\s._]/u.test(kept) ? kept : '';
+}
+
+/** The longest stored file name, in Unicode code points. */
+export const MAX_FILE_NAME_CHARS = 255;
+
+/** The last `max` code points of `s` (never half a surrogate pair), without leading white space. */
+function lastCodePoints(s: string, max: number): string {
+  if (s.length <= max) return s; // UTF-16 units ≥ code points
+  const points = Array.from(s);
+  if (points.length <= max) return s;
+  return points.slice(points.length - max).join('').trimStart();
 }
