@@ -95,6 +95,7 @@ describe('realtime across nodes (Redis adapter)', { skip: REDIS ? false : 'no re
     stub.setChatHandler(() => 'streamed across two nodes through redis pub sub');
     const res = await nodeA.inject({ method: 'POST', url: '/api/ai/personal/qanda', headers: { 'x-access-token': token }, payload: { id: 3, inputs: ['hi'], requestArgs: { socketId: socket.id } } });
     assert.equal(res.statusCode, 200, res.body);
+    assert.equal(res.json().streamingFailed, false);
     await done;
     assert.deepEqual(events.map((e) => e.index), events.map((_, i) => i));
     assert.equal(events.filter((e) => !e.done).map((e) => e.chunk).join(''), res.json().outputs[0]);
@@ -109,5 +110,38 @@ describe('realtime across nodes (Redis adapter)', { skip: REDIS ? false : 'no re
     assert.equal(stub.requestsTo('/v1/chat/completions').at(-1)!.body.stream, false);
     await new Promise((r) => setTimeout(r, 200));
     assert.deepEqual(seen, []);
+  });
+
+  test('a socket on node B that disconnects mid-answer: the answer of node A says streamingFailed, and is saved so', async () => {
+    const w = await makeWorld(database);
+    await database.db.execute(sql`update institutions set credits = 100 where id = ${w.a1.id}`);
+    const token = (await login(nodeA, w.userA1.email)).accessToken;
+    const urlB = `http://127.0.0.1:${(nodeB.server.address() as AddressInfo).port}`;
+    const socket = connect(urlB, { auth: { token }, transports: ['websocket'], reconnection: false });
+    sockets.push(socket);
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', () => resolve());
+      socket.once('connect_error', reject);
+    });
+    let got = 0;
+    socket.on('RECEIVE_STREAM', () => {
+      if (++got === 2) socket.disconnect();
+    });
+    const words = Array.from({ length: 60 }, (_, i) => `word${i}`).join(' ');
+    stub.setChatHandler(() => words);
+    stub.streamChunkDelayMs(30);
+    try {
+      const res = await nodeA.inject({ method: 'POST', url: '/api/ai/personal/qanda', headers: { 'x-access-token': token }, payload: { id: 11, inputs: ['a long one'], requestArgs: { socketId: socket.id } } });
+      assert.equal(res.statusCode, 200, res.body);
+      const body = res.json();
+      assert.equal(stub.requestsTo('/v1/chat/completions').at(-1)!.body.stream, true, 'it was streamed');
+      assert.equal(body.outputs[0], words, 'the response still holds the whole answer');
+      assert.equal(body.streamingFailed, true);
+      assert.match(body.streamingError, /disconnected/u);
+      const rows = await database.db.execute(sql`select streamed, streaming_failed from histories where id = ${body.historyId}`);
+      assert.deepEqual((rows as unknown as { rows: unknown[] }).rows, [{ streamed: true, streaming_failed: true }]);
+    } finally {
+      stub.streamChunkDelayMs(0);
+    }
   });
 });

@@ -97,7 +97,9 @@ export class QandaService {
       const id = body.id ?? 0;
       try {
         const delivered =
-          sink.emit({ id, chunk: saved.outputs.join(''), index: 0, done: false }) && sink.emit({ id, chunk: '', index: 1, done: true, usage: saved.usage, credits: saved.credits });
+          sink.emit({ id, chunk: saved.outputs.join(''), index: 0, done: false }) &&
+          sink.emit({ id, chunk: '', index: 1, done: true, usage: saved.usage, credits: saved.credits }) &&
+          (await sink.connected());
         if (!delivered) streamingError = 'The socket disconnected while the answer was streaming';
       } catch (err) {
         streamingError = `Streaming failed: ${err instanceof Error ? err.message : String(err)}`;
@@ -348,6 +350,11 @@ export class QandaService {
         }
       }
 
+      // a socket that went away mid-answer (on another node emits cannot tell) makes the answer's streaming failed, as saved
+      if (sink && !streamingFailed && !(await sink.connected())) {
+        streamingFailed = true;
+        streamingError = 'The socket disconnected while the answer was streaming';
+      }
       // ── payment: the actual cost; the rest of the reservation released ──
       const duration = Math.round(performance.now() - started);
       // ── payment, history and the idempotency key's response: one commit, so the ledger and the saved records always agree ──

@@ -37,7 +37,15 @@ export const SESSION_ENDED = 'SESSION_ENDED';
 export interface StreamSink {
   /** Emits one chunk; false when the socket is known to be gone (the answer then continues without streaming). */
   emit(payload: StreamChunk): boolean;
+  /**
+   * Whether the socket is still connected after what was emitted: asked before an answer is saved, so that
+   * streamingFailed is true when the socket went away mid-answer (on another node, emits cannot tell).
+   */
+  connected(): Promise<boolean>;
 }
+
+/** A socket on another node is looked up again (across nodes) at most this often while chunks are emitted to it. */
+const REMOTE_CHECK_MS = 1_000;
 
 /**
  * Socket.IO 4 on the API's own HTTP server (default path /socket.io, polling and websocket).
@@ -172,6 +180,7 @@ export class RealtimeGateway {
           local.emit(RECEIVE_STREAM, payload);
           return true;
         },
+        connected: async () => local.connected,
       };
     }
     if (!this.ctx.config.redisUrl) return null;
@@ -180,11 +189,37 @@ export class RealtimeGateway {
       const remote = found.find((s) => s.id === socketId && (s.data as SocketData).userId === userId);
       if (!remote) return null;
       const room = this.io.to(socketId);
+      // Emits to another node are fire-and-forget: the socket is looked up again now and then (and before the
+      // answer is saved); once it is not found, or cannot be looked up (Redis down: the chunks did not go either),
+      // the sink reports it gone.
+      let gone = false;
+      let lastCheck = performance.now();
+      let checking: Promise<boolean> | undefined;
+      const check = (): Promise<boolean> =>
+        (checking ??= this.io
+          .in(socketId)
+          .fetchSockets()
+          .then(
+            (now) => now.some((s) => s.id === socketId),
+            (err: unknown) => {
+              this.ctx.log.warn({ err }, 'could not look up a streaming socket on the other nodes again');
+              return false;
+            },
+          )
+          .then((alive) => {
+            if (!alive) gone = true;
+            checking = undefined;
+            lastCheck = performance.now();
+            return !gone;
+          }));
       return {
         emit: (payload) => {
+          if (gone) return false;
           room.emit(RECEIVE_STREAM, payload);
+          if (performance.now() - lastCheck >= REMOTE_CHECK_MS) void check();
           return true;
         },
+        connected: async () => !gone && (await check()),
       };
     } catch (err) {
       this.ctx.log.warn({ err }, 'could not look up a socket on the other nodes');
