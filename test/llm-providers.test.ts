@@ -319,6 +319,18 @@ describe('openai-compatible chat model against a local OpenAI stub', () => {
     assert.equal(chatRequests()[0]!.headers.authorization, 'Bearer not-needed');
   });
 
+  test('implausible usage from the server (negative, fractional, beyond 100M) is counted locally instead', async () => {
+    fresh();
+    stub.setChatHandler(() => ({ content: 'Counted locally.', usage: { prompt_tokens: 5_000_000_000, completion_tokens: -3 } }));
+    const model = new OpenAiCompatibleChatModel(config());
+    const res = await model.complete(ask('Count me'));
+    const inputTokens = 3 + 2 * 3 + countTokens('Answer from the passages.') + countTokens('Count me');
+    const outputTokens = countTokens('Counted locally.');
+    assert.deepEqual(res.usage, { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens });
+    stub.setChatHandler(() => ({ content: 'Half a token.', usage: { prompt_tokens: 12, completion_tokens: 2.5 } }));
+    assert.deepEqual((await model.complete(ask('x'))).usage, { inputTokens: 12, outputTokens: countTokens('Half a token.'), totalTokens: 12 + countTokens('Half a token.') });
+  });
+
   test('stream(): several deltas, then done with the usage of the final chunk', async () => {
     fresh();
     const model = new OpenAiCompatibleChatModel(config());

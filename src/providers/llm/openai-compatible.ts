@@ -203,10 +203,20 @@ function providerMessage(err: APIError): string {
   return message.replace(/^\d{3}\s+/u, '').slice(0, 300);
 }
 
+/** Token counts above this from a provider are not believed (they would overflow the saved records' integers). */
+const MAX_REPORTED_TOKENS = 100_000_000;
+
+/** A count the provider reported, when it is a plausible one (a whole number in 0..MAX_REPORTED_TOKENS). */
+function reported(n: unknown): number | undefined {
+  return typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= MAX_REPORTED_TOKENS ? n : undefined;
+}
+
+/** The provider's usage; a count missing or implausible is counted here instead. */
 function usageOf(usage: OpenAI.CompletionUsage | null | undefined, request: ChatRequest, text: string): TokenUsage {
-  const inputTokens = usage?.prompt_tokens ?? countInputTokens(request.messages);
-  const outputTokens = usage?.completion_tokens ?? countTextTokens(text);
-  return { inputTokens, outputTokens, totalTokens: usage?.total_tokens ?? inputTokens + outputTokens };
+  const inputTokens = reported(usage?.prompt_tokens) ?? countInputTokens(request.messages);
+  const outputTokens = reported(usage?.completion_tokens) ?? countTextTokens(text);
+  const total = reported(usage?.total_tokens);
+  return { inputTokens, outputTokens, totalTokens: total !== undefined && total >= inputTokens + outputTokens ? total : inputTokens + outputTokens };
 }
 
 function throwIfAborted(signal: AbortSignal | undefined): void {
