@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 // Fastify's own response serializer factory (the one the app uses), to check the list route against it
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import { memoryParams } from '../src/db/schema.js';
@@ -286,6 +286,21 @@ describe('memory parameters', () => {
     const all = (await call('DELETE', `/api/admin/memory/user/${u.id}`, tok.adminA, { ids: [personal._id] })).json();
     assert.equal(all.deletedCount, 1);
     assert.equal(all.skippedCount, 0);
+  });
+
+  test("the admin listing of a user's rows is bounded (USER_MEMORY_LIMIT rows, personal first, newest first)", async () => {
+    const u = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const ut = (await login(t.app, u.email)).accessToken;
+    const shared = await create(ut, { key_name: 'shared one', key_value: '1', shared: true, institution: w.a1.id });
+    await t.database.db.execute(sql`insert into memory_params (id, author_user_id, key_name, key_value, created_at, updated_at)
+      select gen_random_uuid()::text, ${u.id}, 'k' || n, 'v', now() - n * interval '1 second', now() from generate_series(1, ${USER_MEMORY_LIMIT + 5}) as n`);
+    const listed = await call('GET', `/api/admin/memory/user/${u.id}`, tok.adminA);
+    assert.equal(listed.statusCode, 200, listed.body.slice(0, 300));
+    const groups = listed.json().data as Array<{ institution: { personal?: boolean }; items: Array<{ _id: string; key_name: string }> }>;
+    assert.equal(groups.reduce((n, g) => n + g.items.length, 0), USER_MEMORY_LIMIT);
+    assert.deepEqual(groups.map((g) => g.institution.personal === true), [true]);
+    assert.deepEqual(groups[0]!.items.slice(0, 2).map((i) => i.key_name), ['k1', 'k2']);
+    assert.equal(groups.some((g) => g.items.some((i) => i._id === shared._id)), false, 'the shared row is past the bound');
   });
 
   test('bulk delete by namespace and by the shared flag', async () => {

@@ -94,14 +94,15 @@ export async function deleteMemory(db: DbOrTx, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-/** Every row authored by a user (admin listing), oldest institution groups first is the presenter's job. */
+/** The rows authored by a user (admin listing; grouping is the service's job), personal first, at most USER_MEMORY_LIMIT (a safety bound, documented on the route). */
 export async function listAuthoredBy(db: DbOrTx, userId: string): Promise<MemoryWithInstitution[]> {
   return db
     .select(columns)
     .from(memoryParams)
     .leftJoin(institutions, eq(institutions.id, memoryParams.institutionId))
     .where(eq(memoryParams.authorUserId, userId))
-    .orderBy(asc(memoryParams.shared), asc(institutions.name), asc(memoryParams.institutionId), desc(memoryParams.createdAt), desc(memoryParams.id));
+    .orderBy(asc(memoryParams.shared), asc(institutions.name), asc(memoryParams.institutionId), desc(memoryParams.createdAt), desc(memoryParams.id))
+    .limit(USER_MEMORY_LIMIT);
 }
 
 export async function listSharedOfInstitution(db: DbOrTx, institutionId: string, paging: { limit: number; offset: number }): Promise<{ rows: MemoryWithInstitution[]; total: number }> {

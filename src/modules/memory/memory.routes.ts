@@ -118,7 +118,7 @@ export async function memoryRoutes(app: App, ctx: AppContext): Promise<void> {
       schema: {
         tags,
         summary: "A user's memory parameters grouped by institution",
-        description: `Rows the user authored that you may read, one group per institution; personal rows in the \`{personal: true}\` group. editable: you may change it through PUT /api/user/memory/{id} (what these routes list to you, you may also delete through them when you hold admin.memory.delete). ${ADMIN_ACCESS}`,
+        description: `Rows the user authored that you may read, one group per institution; personal rows in the \`{personal: true}\` group; at most 5000 rows (personal first, then by institution name, newest first in each). editable: you may change it through PUT /api/user/memory/{id} (what these routes list to you, you may also delete through them when you hold admin.memory.delete). ${ADMIN_ACCESS}`,
         security: SECURED,
         params: UserIdParams,
         response: { 200: AdminUserMemoryResponse, ...errorResponses(400, 401, 403, 404) },
