@@ -179,6 +179,17 @@ describe('vault ingestion: every format through HTTP and the real pipeline', () 
     assert.equal(done.error_message, 'File contains no text');
   });
 
+  test('a parse error that quotes a NUL byte ends in error at once with its reason (the NUL is not stored), not after lost leases', async () => {
+    // V8's JSON.parse error quotes the text, NUL included; Postgres refuses a NUL in text
+    const created = await uploadOk(t.app, token, { name: 'nul.json', type: 'application/json', content: Buffer.from('{"a":\u0000 1}', 'utf8') });
+    const done = await waitForIngestion(t.app, token, created._id, 20_000);
+    assert.equal(done.status, 'error', `status ${done.status}: ${done.error_message}`);
+    assert.match(String(done.error_message), /^Invalid JSON: .*is not valid JSON/, `error_message: ${JSON.stringify(done.error_message)}`);
+    assert.equal(String(done.error_message).includes('\u0000'), false, 'no NUL in the stored message');
+    const job = await jobOf(t.database.db, created._id);
+    assert.deepEqual(job && { status: job.status, attempts: job.attempts }, { status: 'done', attempts: 1 }, `the job ended on its first attempt: ${JSON.stringify(job)}`);
+  });
+
   test('a long document: embedded in batches of EMBEDDINGS_BATCH_SIZE, written over several multi-row inserts, indexes contiguous', async () => {
     const paragraphs = Array.from({ length: 4000 }, (_, i) => `Paragraph ${i} tells of the wandering albatross number ${i}, which glides for hours over the southern ocean without a single wing beat.`);
     probe.batches = [];
@@ -606,6 +617,76 @@ describe('job queue', () => {
     } finally {
       await worker.stop();
     }
+  });
+
+  test('an error message with NUL and control characters is recorded without them; the job is retried, then fails, never left running', async () => {
+    const given: string[] = [];
+    const worker = new Worker({
+      db: database.db,
+      queue: 'test.nul',
+      log: silentLog,
+      pollIntervalMs: 10,
+      backoffMs: () => 0,
+      handler: async () => {
+        throw new Error(`bad\u0000byte\u0007 here\tand\nthere ${'x'.repeat(5000)}`);
+      },
+      onGiveUp: async (_job, error) => void given.push(error),
+    });
+    await enqueue(database.db, 'test.nul', { k: 1 }, { maxAttempts: 2 });
+    worker.start();
+    try {
+      await waitUntil('the job to fail for good', async () => given.length === 1, 10_000);
+    } finally {
+      await worker.stop();
+    }
+    const [row] = await rowsOf<{ status: string; attempts: number; last_error: string }>(
+      database.db,
+      sql`select status, attempts, last_error from jobs where queue = 'test.nul'`,
+    );
+    assert.deepEqual(row && { status: row.status, attempts: row.attempts }, { status: 'failed', attempts: 2 }, JSON.stringify(row));
+    assert.equal(row!.last_error.startsWith('badbyte here\tand\nthere xxx'), true, `last_error keeps tab and newline, drops NUL and BEL: ${JSON.stringify(row!.last_error.slice(0, 40))}`);
+    assert.equal(row!.last_error.length, 1000, `last_error is capped at 1,000 characters, got ${row!.last_error.length}`);
+    assert.equal(given[0]!.startsWith('badbyte here'), true, `onGiveUp gets the cleaned message: ${JSON.stringify(given[0]!.slice(0, 20))}`);
+  });
+
+  test('when the database refuses the write that ends a run, a generic message is written instead: the job never stays running', async () => {
+    // the database refuses any statement carrying the marker (as it refuses what storableText cannot know of)
+    const marker = 'refused-by-the-database';
+    const refusing = new Proxy(database.db, {
+      get(target, prop, receiver) {
+        if (prop !== 'execute') return Reflect.get(target, prop, receiver) as unknown;
+        return async (query: Parameters<Db['execute']>[0]) => {
+          const { params } = (target as unknown as { dialect: { sqlToQuery(q: unknown): { params: unknown[] } } }).dialect.sqlToQuery(query);
+          if (params.some((p) => typeof p === 'string' && p.includes(marker))) throw new Error('the database refused the value (test)');
+          return target.execute(query);
+        };
+      },
+    });
+    const given: string[] = [];
+    const worker = new Worker({
+      db: refusing,
+      queue: 'test.refused',
+      log: silentLog,
+      pollIntervalMs: 10,
+      backoffMs: () => 0,
+      handler: async () => {
+        throw new Error(`failed: ${marker}`);
+      },
+      onGiveUp: async (_job, error) => void given.push(error),
+    });
+    await enqueue(database.db, 'test.refused', { k: 1 }, { maxAttempts: 2 });
+    worker.start();
+    try {
+      await waitUntil('the job to fail for good', async () => given.length === 1, 10_000);
+    } finally {
+      await worker.stop();
+    }
+    const [row] = await rowsOf<{ status: string; attempts: number; last_error: string }>(
+      database.db,
+      sql`select status, attempts, last_error from jobs where queue = 'test.refused'`,
+    );
+    assert.deepEqual(row, { status: 'failed', attempts: 2, last_error: "the job's error could not be recorded (fail)" }, JSON.stringify(row));
+    assert.equal(given[0], `failed: ${marker}`, 'onGiveUp still gets the real reason');
   });
 
   test('stop() lets the running job finish; a job still running after the grace period is released without using an attempt', async () => {

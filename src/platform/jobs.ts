@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { rowsOf, type Db, type DbOrTx } from '../db/client.js';
@@ -6,6 +7,7 @@ import { toDate } from '../db/values.js';
 import { systemClock, type Clock } from '../shared/clock.js';
 import { newId } from '../shared/ids.js';
 import { Sleeper } from '../shared/sleeper.js';
+import { storableText } from '../shared/storable-text.js';
 
 /**
  * A durable job queue on the `jobs` table.
@@ -193,6 +195,10 @@ export interface WorkerOptions {
   onGiveUp?: (job: Job, error: string) => Promise<void>;
 }
 
+/** Tries of the generic write that ends a run, and the pause before the second (then twice as long, ...). */
+const END_WRITE_ATTEMPTS = 3;
+const END_WRITE_PAUSE_MS = 500;
+
 const defaultBackoff = (attempt: number) => Math.min(60_000, 1000 * 2 ** Math.max(0, attempt - 1));
 
 /** Thrown inside a handler to say "stopped, not failed": the job is released without using an attempt. */
@@ -329,22 +335,31 @@ export class Worker {
     heartbeat.unref?.();
 
     const work = (async () => {
+      let outcome: { ok: true } | { ok: false; err: unknown };
       try {
         await this.o.handler(job.payload, { job, signal: abort.signal, attempt: job.attempts, lastAttempt: job.attempts >= job.maxAttempts });
-        await this.finish(job, 'done', null);
+        outcome = { ok: true };
       } catch (err) {
+        outcome = { ok: false, err };
+      }
+      try {
+        if (outcome.ok) {
+          await this.endWrite(job, 'done', () => this.finish(job, 'done', null));
+          return;
+        }
+        const err = outcome.err;
         if (err instanceof JobAbortedError || abort.signal.aborted) {
-          await this.release(job);
+          await this.endWrite(job, 'release', () => this.release(job));
           this.o.log.info({ jobId: job.id, queue: job.queue, reason: (err as Error).message }, 'job released');
           return;
         }
-        const message = err instanceof Error ? err.message : String(err);
+        const message = storableText(err instanceof Error ? err.message : String(err));
         if (job.attempts < job.maxAttempts) {
           const runAt = new Date(this.clock.now().getTime() + this.o.backoffMs(job.attempts));
-          await this.retry(job, message, runAt);
+          await this.endWrite(job, 'retry', (fallback) => this.retry(job, fallback ?? message, runAt));
           this.o.log.warn({ err, jobId: job.id, queue: job.queue, attempt: job.attempts }, 'job failed; will retry');
         } else {
-          await this.finish(job, 'failed', message);
+          await this.endWrite(job, 'fail', (fallback) => this.finish(job, 'failed', fallback ?? message));
           this.o.log.error({ err, jobId: job.id, queue: job.queue, attempt: job.attempts }, 'job failed for good');
           await this.giveUp(job, message);
         }
@@ -369,11 +384,41 @@ export class Worker {
     return rows.length > 0;
   }
 
+  /**
+   * The write that ends a run (done, retry, failed, release). A job whose end is not written stays
+   * 'running' with nobody working on it until its lease expires — and then counts as a lost worker — so a
+   * failed write is tried again: at once with a generic error message in place of the job's own (what
+   * the database refused may be in it: storableText removes what is known to be refused, this covers the
+   * rest), then a few more times after a short pause (the database may be away for a moment). Returns the
+   * generic message when that is what was written. When every try fails the error is thrown (the worker
+   * loop logs it) and the lease, as for a dead worker, brings the job back.
+   */
+  private async endWrite(job: Job, what: string, write: (fallback?: string) => Promise<void>): Promise<string | undefined> {
+    try {
+      await write();
+      return undefined;
+    } catch (err) {
+      this.o.log.warn({ err, jobId: job.id, queue: job.queue }, `recording the job's end (${what}) failed; trying again (with a generic error message if it had one)`);
+    }
+    const fallback = `the job's error could not be recorded (${what})`;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await write(fallback);
+        return fallback;
+      } catch (err) {
+        if (attempt >= END_WRITE_ATTEMPTS) throw err;
+        this.o.log.warn({ err, jobId: job.id, queue: job.queue, attempt }, `recording the job's end (${what}) failed again`);
+        await delay(END_WRITE_PAUSE_MS * attempt);
+      }
+    }
+  }
+
   /** Every end-of-job write checks the lock is still ours: a job taken back by another node is theirs now. */
   private async finish(job: Job, status: 'done' | 'failed', error: string | null): Promise<void> {
     const now = this.clock.now().toISOString();
+    const recorded = error === null ? null : storableText(error);
     await this.o.db.execute(
-      sql`update jobs set status = ${status}, last_error = coalesce(${error}, last_error), locked_at = null, updated_at = ${now}
+      sql`update jobs set status = ${status}, last_error = coalesce(${recorded}, last_error), locked_at = null, updated_at = ${now}
            where id = ${job.id} and locked_by = ${this.tag} and status = 'running'`,
     );
   }
@@ -381,7 +426,7 @@ export class Worker {
   private async retry(job: Job, error: string, runAt: Date): Promise<void> {
     const now = this.clock.now().toISOString();
     await this.o.db.execute(
-      sql`update jobs set status = 'pending', last_error = ${error}, run_at = ${runAt.toISOString()}, locked_at = null, locked_by = null, updated_at = ${now}
+      sql`update jobs set status = 'pending', last_error = ${storableText(error)}, run_at = ${runAt.toISOString()}, locked_at = null, locked_by = null, updated_at = ${now}
            where id = ${job.id} and locked_by = ${this.tag} and status = 'running'`,
     );
   }

@@ -3,6 +3,7 @@ import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { containsInsensitive, inList } from '../../db/search.js';
 import { institutions, uploads } from '../../db/schema.js';
 import { removeUploadIndex } from '../search/search.repository.js';
+import { storableText } from '../../shared/storable-text.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
 import { visibleCondition, type VaultScope } from './vault.policy.js';
@@ -174,10 +175,14 @@ export async function setIngestProgress(db: DbOrTx, id: string, stage: string, p
   return rows.length > 0;
 }
 
+/**
+ * Ends an ingestion in 'error'. The message may quote the file (a parser's error): it is stored as
+ * storableText makes it (no NUL or other control characters, at most 1,000 characters).
+ */
 export async function markIngestError(db: DbOrTx, id: string, message: string, now: Date): Promise<boolean> {
   const rows = await db
     .update(uploads)
-    .set({ status: 'error', errorMessage: message, stage: 'failed', updatedAt: now })
+    .set({ status: 'error', errorMessage: storableText(message), stage: 'failed', updatedAt: now })
     .where(and(eq(uploads.id, id), eq(uploads.status, 'processing')))
     .returning({ id: uploads.id });
   return rows.length > 0;
