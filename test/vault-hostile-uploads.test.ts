@@ -137,6 +137,9 @@ describe('hostile uploads against the server process (INGEST_WORKER_HEAP_MB=128)
       ['ratio.docx', await docxBomb(80 * MB), /^Could not read DOCX: "word\/document\.xml" inflates more than 100 times its compressed size/],
       ['laughs.docx', xmlBombDocx(), /^Could not read DOCX: "word\/document\.xml" declares a DTD or entities, which documents never need \(entity expansion is refused\)$/],
       ['nested.html', deeplyNestedHtml(200_000), /^The HTML is nested more than 1024 elements deep; it was not read$/],
+      // the same depth written as "<div/>" (HTML ignores the slash) or with "<" in an attribute value
+      ['nested-selfclosing.html', `<html><body><p>Intro.</p>${'<div/>'.repeat(200_000)}buried</body></html>`, /^The HTML is nested more than 1024 elements deep; it was not read$/],
+      ['nested-attr.html', `<html><body><p>Intro.</p>${'<div title="<">'.repeat(200_000)}buried</body></html>`, /^The HTML is nested more than 1024 elements deep; it was not read$/],
       ['corrupt.pdf', Buffer.concat([Buffer.from('%PDF-1.7\n'), Buffer.alloc(50_000, 0x37)]), /^Could not read PDF: Invalid PDF structure\.$/],
       ['truncated.pdf', pdf.subarray(0, Math.floor(pdf.length / 2)), /^Could not read PDF: Invalid PDF structure\.$/],
       ['no-zip.docx', Buffer.concat([Buffer.from('PK\u0003\u0004'), Buffer.alloc(2000, 1)]), /^Could not read DOCX: The file is not a valid zip container \(no central directory: truncated or corrupt\)$/],

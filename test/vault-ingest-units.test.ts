@@ -568,11 +568,42 @@ describe('ingestion bounds: zip containers, content sniffing, the sandbox proces
   });
 
   test('HTML nesting is measured in linear time and refused beyond the limit', async () => {
-    assert.equal(htmlDepth('<ul><li>a<li>b</ul><p>x<p>y<br><img src=x/>', 100), 1);
-    assert.equal(htmlDepth('<a'.repeat(200_000), 100), 0);
+    // ul > li (an <li> closes the open <li>, a <p> the open <p>); br and img are leaves under the <p>
+    assert.equal(htmlDepth('<ul><li>a<li>b</ul><p>x<p>y<br><img src=x/>', 100), 2, 'ul > li, and p > br');
+    assert.equal(htmlDepth('<a'.repeat(200_000), 100), 0, 'a tag name that never ends opens nothing');
     await rejectsWith(extractText(file(deeplyNestedHtml(5000), 'deep.html')), /^The HTML is nested more than 1024 elements deep; it was not read$/);
     const ok = await extractText(file(deeplyNestedHtml(500), 'fine.html'));
     assert.match(ok.text, /buried text/);
+  });
+
+  test('HTML nesting is counted as htmlparser2 builds the tree: "<div/>" and quoted "<" or ">" in attributes open elements; raw text and comments do not', async () => {
+    const cases: Array<[string, number, string]> = [
+      ['<div/>'.repeat(50), 50, 'in HTML the slash of a non-void element is ignored: each <div/> opens a div'],
+      ['<div title="<">'.repeat(50), 50, 'a "<" inside a quoted attribute value is no tag'],
+      ["<div title='>'>".repeat(50), 50, 'nor a ">" inside a quoted value the end of the tag'],
+      ['<p><span>'.repeat(50), 100, 'a <p> closes an open <p> only when it is the current element'],
+      ['<li><p>'.repeat(50), 100, 'nor does an <li> close an <li> that is not the current element'],
+      [`<svg>${'<path d="M0 0"/>'.repeat(50)}<g/></svg>`, 2, 'inside SVG "<x/>" does close'],
+      [`<br/><hr/><img/><input/>${'<wbr/>'.repeat(50)}`, 1, 'void elements never nest'],
+      [`<script>${'<div>'.repeat(50)}</script>x`, 1, 'the text of a script is not markup'],
+      [`<style>${'<div>'.repeat(50)}</style >x`, 1, 'nor that of a style'],
+      [`<textarea>${'<div>'.repeat(50)}</textarea>x`, 1, 'nor that of a textarea'],
+      [`<title>${'<div>'.repeat(50)}</title>x`, 1, 'nor that of a title'],
+      [`<script/>${'<div>'.repeat(50)}`, 51, 'a "self-closed" script is no raw text: what follows is markup, inside it'],
+      [`<!-- ${'<div>'.repeat(50)} --><![CDATA[${'<div>'.repeat(50)}]]><?pi <div>?><!DOCTYPE html>x`, 0, 'comments, CDATA, processing instructions and declarations are no elements'],
+      [`${'<div>'.repeat(50)}${'</div>'.repeat(50)}${'<div>'.repeat(50)}`, 50, 'closed elements give their depth back'],
+      [`${'<b>'.repeat(50)}${'</i>'.repeat(1000)}<b>`, 51, 'an end tag of no open element closes nothing'],
+    ];
+    for (const [html, depth, why] of cases) assert.equal(htmlDepth(html, 10_000), depth, `${why}: ${html.slice(0, 60)}`);
+    // the reviewer's files: 200,000 nested elements (~1.2 and ~3 MB) are refused by the bound at once,
+    // instead of running htmlparser2's quadratic parse until the time limit
+    for (const unit of ['<div/>', '<div title="<">']) {
+      const html = `<html><body><p>Intro text.</p>${unit.repeat(200_000)}buried</body></html>`;
+      const started = performance.now();
+      await rejectsWith(extractText(file(html, 'deep.html', 'text/html')), /^The HTML is nested more than 1024 elements deep; it was not read$/);
+      const ms = performance.now() - started;
+      assert.equal(ms < 3000, true, `${unit}: refused in ${Math.round(ms)} ms`);
+    }
   });
 
   test('sandbox: a task over its time limit is stopped with a readable error; an abort is not a failure; the next task gets a fresh process', async () => {

@@ -350,24 +350,236 @@ const HTML_OPTIONS: HtmlToTextOptions = {
 
 const convertHtml = compile(HTML_OPTIONS);
 
-/** Elements that never nest (void) or that the parser closes implicitly: not counted by htmlDepth. */
-const NON_NESTING = new Set(
-  'area base br col embed hr img input link meta param source track wbr p li dt dd tr td th option optgroup thead tbody tfoot colgroup rp rt'.split(' '),
+// The tables of htmlparser2's Parser (10.x, HTML mode): which open tags close which open elements, the
+// void elements, the elements that start or end a foreign (SVG, MathML) context, where "<x/>" does close.
+const P_TAG = new Set(['p']);
+const FORM_TAGS = new Set(['input', 'option', 'optgroup', 'select', 'button', 'datalist', 'textarea']);
+const TABLE_SECTION_TAGS = new Set(['thead', 'tbody']);
+const DDT_TAGS = new Set(['dd', 'dt']);
+const RTP_TAGS = new Set(['rt', 'rp']);
+const OPEN_IMPLIES_CLOSE = new Map<string, Set<string>>([
+  ['tr', new Set(['tr', 'th', 'td'])],
+  ['th', new Set(['th'])],
+  ['td', new Set(['thead', 'th', 'td'])],
+  ['body', new Set(['head', 'link', 'script'])],
+  ['li', new Set(['li'])],
+  ...['p', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6'].map((t) => [t, P_TAG] as const),
+  ...['select', 'input', 'output', 'button', 'datalist', 'textarea'].map((t) => [t, FORM_TAGS] as const),
+  ['option', new Set(['option'])],
+  ['optgroup', new Set(['optgroup', 'option'])],
+  ['dd', DDT_TAGS],
+  ['dt', DDT_TAGS],
+  ...['address', 'article', 'aside', 'blockquote', 'details', 'div', 'dl', 'fieldset', 'figcaption', 'figure', 'footer', 'form', 'header', 'hr', 'main', 'nav', 'ol', 'pre', 'section', 'table', 'ul'].map(
+    (t) => [t, P_TAG] as const,
+  ),
+  ['rt', RTP_TAGS],
+  ['rp', RTP_TAGS],
+  ['tbody', TABLE_SECTION_TAGS],
+  ['tfoot', TABLE_SECTION_TAGS],
+]);
+const VOID_ELEMENTS = new Set(['area', 'base', 'basefont', 'br', 'col', 'command', 'embed', 'frame', 'hr', 'img', 'input', 'isindex', 'keygen', 'link', 'meta', 'param', 'source', 'track', 'wbr']);
+const FOREIGN_CONTEXT = new Set(['math', 'svg']);
+const HTML_INTEGRATION = new Set(['mi', 'mo', 'mn', 'ms', 'mtext', 'annotation-xml', 'foreignobject', 'desc', 'title']);
+/**
+ * Raw-text elements, as htmlparser2's tokenizer recognises them (by their letters after the first two,
+ * whatever the first one of t/x: "xitle" and "tmp" are raw text too), and the end tag it looks for.
+ */
+const RAW_TEXT_END = new Map<string, RegExp>(
+  (
+    [
+      ['script', 'script'],
+      ['style', 'style'],
+      ['title', 'title'],
+      ['xitle', 'title'],
+      ['textarea', 'textarea'],
+      ['xextarea', 'textarea'],
+      ['xmp', 'xmp'],
+      ['tmp', 'xmp'],
+    ] as const
+  ).map(([open, close]) => [open, new RegExp(`[<\\x1c][/\\x0f]${close}[\\t\\n\\f\\r >]`, 'gi')]),
 );
-const TAG = /<(\/?)([a-zA-Z][a-zA-Z0-9:-]*)[^<>]*?(\/?)>/g; // [^<>]: a run without ">" cannot be rescanned from each "<"
+// The tokenizer compares "(c | 0x20) === expected": "<" also matches \x1c and "/" matches \x0f; accepting
+// them anywhere can only end a raw text earlier than htmlparser2 does, never later (an over-estimate).
 
-/** An upper estimate of the element nesting of `html`, linear time; stops counting past `max`. */
+const GT = 0x3e;
+const SLASH = 0x2f;
+const EQ = 0x3d;
+const isWhite = (c: number) => c === 0x20 || c === 0x0a || c === 0x09 || c === 0x0c || c === 0x0d;
+const isTagEnd = (c: number) => c === SLASH || c === GT || isWhite(c);
+const isAsciiAlpha = (c: number) => (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a);
+
+/** Runs the comment-like state of the tokenizer ("-->", "]]>": longer runs like "--->" end it too) from `j`; returns the index of its last character, or -1. */
+function endOfCommentLike(html: string, j: number, end: string, matched: number): number {
+  for (let si = matched; j < html.length; j++) {
+    const c = html.charCodeAt(j);
+    if (c === end.charCodeAt(si)) {
+      if (++si === end.length) return j;
+    } else if (si === 0) {
+      const k = html.indexOf(end[0]!, j + 1);
+      if (k < 0) return -1;
+      j = k;
+      si = 1;
+    } else if (c !== end.charCodeAt(si - 1)) si = 0;
+  }
+  return -1;
+}
+
+/**
+ * The element nesting of `html` as htmlparser2 (HTML mode, as html-to-text runs it) builds it: its
+ * tokenizer's states (tags, quoted and unquoted attribute values, comments, CDATA, declarations,
+ * processing instructions, the raw text of script, style, title, textarea and xmp) and its parser's
+ * stack (void elements, "<x/>" closing only inside SVG/MathML, an open tag closing the elements it
+ * implies, an end tag closing up to its element). The depth of an element is that of the DOM node it
+ * becomes (void elements included). Linear time: each stack entry is pushed and popped once, and a
+ * name count tells at once whether an end tag matches an open element. Stops counting past `max`.
+ */
 export function htmlDepth(html: string, max: number): number {
-  let depth = 0;
+  const n = html.length;
+  const stack: string[] = [];
+  const open = new Map<string, number>();
+  const foreign: boolean[] = [false];
   let deepest = 0;
-  TAG.lastIndex = 0;
-  for (let m = TAG.exec(html); m; m = TAG.exec(html)) {
-    const name = m[2]!.toLowerCase();
-    if (NON_NESTING.has(name) || m[3] === '/') continue;
-    if (m[1] === '/') depth = Math.max(0, depth - 1);
-    else if (++depth > deepest) {
-      deepest = depth;
-      if (deepest > max) return deepest;
+  const reach = (depth: number) => {
+    if (depth > deepest) deepest = depth;
+  };
+  const push = (name: string) => {
+    stack.push(name);
+    open.set(name, (open.get(name) ?? 0) + 1);
+  };
+  const pop = (): string => {
+    const name = stack.pop()!;
+    open.set(name, open.get(name)! - 1);
+    return name;
+  };
+  const openTag = (name: string) => {
+    const closes = OPEN_IMPLIES_CLOSE.get(name);
+    if (closes) while (stack.length > 0 && closes.has(stack[stack.length - 1]!)) pop();
+    reach(stack.length + 1);
+    if (VOID_ELEMENTS.has(name)) return;
+    push(name);
+    if (FOREIGN_CONTEXT.has(name)) foreign.push(true);
+    else if (HTML_INTEGRATION.has(name)) foreign.push(false);
+  };
+  const closeTag = (name: string) => {
+    if (FOREIGN_CONTEXT.has(name) || HTML_INTEGRATION.has(name)) foreign.pop();
+    if (VOID_ELEMENTS.has(name)) {
+      if (name === 'br') reach(stack.length + 1); // "</br>" is a <br>
+      return;
+    }
+    if ((open.get(name) ?? 0) > 0) {
+      while (pop() !== name);
+    } else if (name === 'p') reach(stack.length + 1); // "</p>" without a <p> is an empty <p>
+  };
+  /** From `j` (at the ">" of an end tag or after its name): past the ">" that ends it. */
+  const afterEndTag = (j: number) => {
+    const k = html.charCodeAt(j) === GT ? j : html.indexOf('>', j + 1);
+    return k < 0 ? n : k + 1;
+  };
+
+  let i = 0;
+  while (i < n && deepest <= max) {
+    const lt = html.indexOf('<', i);
+    if (lt < 0 || lt + 1 >= n) break;
+    const c = html.charCodeAt(lt + 1);
+    if (c === 0x21 /* ! */) {
+      const c2 = html.charCodeAt(lt + 2);
+      let end: number;
+      if (c2 === 0x2d /* - */ && html.charCodeAt(lt + 3) === 0x2d) end = endOfCommentLike(html, lt + 4, '-->', 2);
+      else if (c2 === 0x5b /* [ */) {
+        let k = 0;
+        while (k < 6 && html.charCodeAt(lt + 3 + k) === 'CDATA['.charCodeAt(k)) k++;
+        // a mismatch is read again as part of a declaration
+        end = k === 6 ? endOfCommentLike(html, lt + 9, ']]>', 0) : html.indexOf('>', lt + 3 + k);
+      } else if (c2 === 0x2d) end = html.indexOf('>', lt + 4); // "<!-" then any character (not read again)
+      else end = html.indexOf('>', lt + 3); // "<!" then any character (not read again), up to ">"
+      i = end < 0 ? n : end + 1;
+      continue;
+    }
+    if (c === 0x3f /* ? */) {
+      const end = html.indexOf('>', lt + 2);
+      i = end < 0 ? n : end + 1;
+      continue;
+    }
+    if (c === SLASH) {
+      let j = lt + 2;
+      while (j < n && isWhite(html.charCodeAt(j))) j++;
+      if (j >= n) break;
+      const d = html.charCodeAt(j);
+      if (d === GT) {
+        i = j + 1;
+      } else if (isAsciiAlpha(d)) {
+        let k = j + 1;
+        while (k < n && html.charCodeAt(k) !== GT && !isWhite(html.charCodeAt(k))) k++;
+        if (k >= n) break; // an end tag cut off by the end of the file is dropped
+        closeTag(html.slice(j, k).toLowerCase());
+        i = afterEndTag(k);
+      } else {
+        const end = html.indexOf('>', j + 1); // "</" then not a letter: a comment up to ">"
+        i = end < 0 ? n : end + 1;
+      }
+      continue;
+    }
+    if (!isAsciiAlpha(c)) {
+      i = lt + 1; // text; the next character is read again (it may be a "<")
+      continue;
+    }
+    // an open tag: its name, then its attributes
+    let j = lt + 2;
+    while (j < n && !isTagEnd(html.charCodeAt(j))) j++;
+    if (j >= n) break; // a tag cut off by the end of the file is dropped
+    const name = html.slice(lt + 1, j).toLowerCase();
+    openTag(name);
+    let selfClosing = false;
+    let state: 'before' | 'slash' | 'name' | 'afterName' | 'beforeValue' | 'unquoted' = 'before';
+    for (; j < n; ) {
+      const d = html.charCodeAt(j);
+      if (state === 'before') {
+        if (d === GT) break;
+        if (d === SLASH) state = 'slash';
+        else if (!isWhite(d)) state = 'name';
+        j++;
+      } else if (state === 'slash') {
+        if (d === GT) {
+          selfClosing = true;
+          break;
+        }
+        if (isWhite(d)) j++;
+        else state = 'before';
+      } else if (state === 'name') {
+        if (d === EQ || isTagEnd(d)) state = 'afterName';
+        else j++;
+      } else if (state === 'afterName') {
+        if (d === EQ) state = 'beforeValue';
+        else if (d === SLASH || d === GT) {
+          state = 'before';
+          continue;
+        } else if (!isWhite(d)) state = 'name';
+        j++;
+      } else if (state === 'beforeValue') {
+        if (d === 0x22 /* " */ || d === 0x27 /* ' */) {
+          const close = html.indexOf(d === 0x22 ? '"' : "'", j + 1);
+          j = close < 0 ? n : close + 1;
+          state = 'before';
+        } else if (isWhite(d)) j++;
+        else state = 'unquoted';
+      } else if (isWhite(d) || d === GT) state = 'before';
+      else j++;
+    }
+    if (j >= n) break; // the tag never ends: the rest of the file is inside it
+    i = j + 1;
+    if (selfClosing) {
+      // "<x/>" closes x only in a foreign (SVG, MathML) context; in HTML the slash is ignored
+      if (foreign[foreign.length - 1] && stack[stack.length - 1] === name) pop();
+      continue;
+    }
+    const rawEnd = RAW_TEXT_END.get(name);
+    if (rawEnd) {
+      rawEnd.lastIndex = i;
+      const m = rawEnd.exec(html);
+      if (!m) break; // raw text to the end of the file
+      const nameEnd = m.index + m[0].length - 1;
+      closeTag(html.slice(m.index + 2, nameEnd).toLowerCase());
+      i = afterEndTag(nameEnd);
     }
   }
   return deepest;
