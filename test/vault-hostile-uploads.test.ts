@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { freePort, startServer, stopProcess } from '../bench/support.js';
-import { deeplyNestedHtml, docxBomb, plainDocx, xmlBombDocx } from './support/hostile.js';
+import { buildZip, deeplyNestedHtml, deflated, docxBomb, DOCUMENT_HEAD, DOCUMENT_TAIL, plainDocx, xmlBombDocx } from './support/hostile.js';
 import { preparedDataDir } from './support/server-process.js';
 import { makePdf } from './support/uploads.js';
 
@@ -65,6 +65,20 @@ async function upload(s: Server, name: string, bytes: Buffer | string, type = 'a
   form.append('scope', 'personal');
   form.append('file', new Blob([typeof bytes === 'string' ? bytes : new Uint8Array(bytes)], { type }), name);
   return fetch(`${s.base}/api/user/files`, { method: 'POST', headers: { authorization: `Bearer ${s.token}` }, body: form });
+}
+
+/** A DOCX whose end record counts 3 entries, followed by a 4th, uncounted word/document.xml. */
+function uncountedShadowDocx(): Buffer {
+  const zip = buildZip([
+    deflated('[Content_Types].xml', '<Types/>'),
+    deflated('_rels/.rels', '<Relationships/>'),
+    deflated('word/document.xml', DOCUMENT_HEAD + 'checked text' + DOCUMENT_TAIL),
+    deflated('word/document.xml', DOCUMENT_HEAD + 'shadow text never checked' + DOCUMENT_TAIL),
+  ]);
+  const eocd = zip.length - 22;
+  zip.writeUInt16LE(3, eocd + 8);
+  zip.writeUInt16LE(3, eocd + 10);
+  return zip;
 }
 
 async function uploadAndWait(s: Server, name: string, bytes: Buffer | string, timeoutMs = 60_000): Promise<Record<string, any>> {
@@ -142,6 +156,8 @@ describe('hostile uploads against the server process (INGEST_WORKER_HEAP_MB=128)
       ['nested-attr.html', `<html><body><p>Intro.</p>${'<div title="<">'.repeat(200_000)}buried</body></html>`, /^The HTML is nested more than 1024 elements deep; it was not read$/],
       ['corrupt.pdf', Buffer.concat([Buffer.from('%PDF-1.7\n'), Buffer.alloc(50_000, 0x37)]), /^Could not read PDF: Invalid PDF structure\.$/],
       ['truncated.pdf', pdf.subarray(0, Math.floor(pdf.length / 2)), /^Could not read PDF: Invalid PDF structure\.$/],
+      // a 4th word/document.xml past the end record's count of 3: JSZip (mammoth) would read it, unchecked
+      ['shadow.docx', uncountedShadowDocx(), /^Could not read DOCX: The container holds "word\/document\.xml" twice: a corrupt or crafted file$/],
       ['no-zip.docx', Buffer.concat([Buffer.from('PK\u0003\u0004'), Buffer.alloc(2000, 1)]), /^Could not read DOCX: The file is not a valid zip container \(no central directory: truncated or corrupt\)$/],
     ];
     const others = otherClients(api);

@@ -15,7 +15,7 @@ import { IngestSandbox, SandboxFailure } from '../src/modules/vault/ingest/sandb
 import { contentMismatch } from '../src/modules/vault/ingest/sniff.js';
 import { checkZipContainer } from '../src/modules/vault/ingest/zip.js';
 import { JobAbortedError } from '../src/platform/jobs.js';
-import { buildZip, deeplyNestedHtml, deflated, docxBomb, docxWith, DOCUMENT_HEAD, DOCUMENT_TAIL, plainDocx, pngBytes, xmlBombDocx } from './support/hostile.js';
+import { buildZip, deeplyNestedHtml, deflated, deflatedRepeat, docxBomb, docxWith, DOCUMENT_HEAD, DOCUMENT_TAIL, plainDocx, pngBytes, xmlBombDocx } from './support/hostile.js';
 import { chunkText, countTokens, type Chunk } from '../src/modules/vault/ingest/chunker.js';
 import { LocalEmbedder } from '../src/providers/embeddings/local.js';
 import { OpenAiCompatibleEmbedder } from '../src/providers/embeddings/openai-compatible.js';
@@ -552,6 +552,55 @@ describe('ingestion bounds: zip containers, content sniffing, the sandbox proces
     const encrypted = buildZip([deflated('a.xml', '<a/>')]);
     encrypted.writeUInt16LE(1, encrypted.indexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02])) + 8);
     assert.throws(() => checkZipContainer(encrypted, limits), /Encrypted/);
+  });
+
+  test('zip: what is checked is what JSZip reads: the whole central directory, one entry per name, no gap, the same local names', async () => {
+    const parts = (document: string) => [
+      deflated('[Content_Types].xml', '<Types/>'),
+      deflated('_rels/.rels', '<Relationships/>'),
+      deflated('word/document.xml', DOCUMENT_HEAD + document + DOCUMENT_TAIL),
+    ];
+    const eocdOf = (zip: Buffer) => zip.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
+    const withCount = (zip: Buffer, count: number) => {
+      const out = Buffer.from(zip);
+      out.writeUInt16LE(count, eocdOf(out) + 8);
+      out.writeUInt16LE(count, eocdOf(out) + 10);
+      return out;
+    };
+    // the end record counts 3 entries; JSZip reads the 4th header too
+    const uncounted = withCount(buildZip([...parts('checked'), deflated('customXml/item1.xml', '<never-checked/>')]), 3);
+    assert.throws(() => checkZipContainer(uncounted, limits), /^ZipLimitError: The zip end record counts 3 entries but its central directory holds 4: a corrupt or crafted file$/, 'an entry past the count');
+    // the reviewer's file: a 4th, uncounted word/document.xml (JSZip's replaces the checked one)
+    const shadow = withCount(buildZip([...parts('checked'), deflated('word/document.xml', DOCUMENT_HEAD + 'never checked' + DOCUMENT_TAIL)]), 3);
+    assert.throws(() => checkZipContainer(shadow, limits), /^ZipLimitError: The container holds "word\/document\.xml" twice: a corrupt or crafted file$/, 'a shadow document past the count');
+    // hidden past the count, a bomb is refused by the declared-size bound (the reviewer's 150 MB file)
+    const hiddenBomb = withCount(buildZip([...parts('checked'), await deflatedRepeat('word/document.xml', DOCUMENT_HEAD, 'A', 20 * 1024 * 1024, DOCUMENT_TAIL)]), 3);
+    assert.throws(() => checkZipContainer(hiddenBomb, limits), /^ZipLimitError: The document would inflate to more than 10 MB \(declared sizes\)/, 'a bomb past the count');
+    // two entries of one name, also when spelled differently ("word/./document.xml" is resolved by JSZip)
+    const twice = buildZip([...parts('first'), deflated('word/document.xml', DOCUMENT_HEAD + 'second' + DOCUMENT_TAIL)]);
+    assert.throws(() => checkZipContainer(twice, limits), /^ZipLimitError: The container holds "word\/document\.xml" twice/, 'the same name twice');
+    const spelled = buildZip([...parts('first'), deflated('word/./document.xml', DOCUMENT_HEAD + 'second' + DOCUMENT_TAIL)]);
+    assert.throws(() => checkZipContainer(spelled, limits), /^ZipLimitError: The container holds "word\/document\.xml" twice/, 'the same name spelled twice');
+    // the DTD check applies to the name JSZip (and mammoth) use: "word/document.xml/." is word/document.xml
+    const withDtd = `<?xml version="1.0"?><!DOCTYPE w:document [<!ENTITY a "aaaa">]>${DOCUMENT_HEAD.replace('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>', '')}&a;${DOCUMENT_TAIL}`;
+    const dtd = buildZip([deflated('[Content_Types].xml', '<Types/>'), deflated('word/document.xml/.', withDtd)]);
+    assert.throws(() => checkZipContainer(dtd, limits), /"word\/document\.xml" declares a DTD or entities/, 'a DTD under a name JSZip resolves');
+    // bytes between the central directory and the end record: JSZip would shift every offset by them
+    const plain = buildZip(parts('fine'));
+    const at = eocdOf(plain);
+    const gap = Buffer.concat([plain.subarray(0, at), Buffer.alloc(16, 0x20), plain.subarray(at)]);
+    assert.throws(() => checkZipContainer(gap, limits), /^ZipLimitError: The zip central directory ends 16 bytes before its end record/, 'a gap before the end record');
+    // a local header that names the entry otherwise (JSZip takes the local name)
+    const renamed = Buffer.from(plain);
+    const local = renamed.indexOf(Buffer.from('word/document.xml'));
+    renamed.write('word/documenX.xml', local);
+    assert.throws(() => checkZipContainer(renamed, limits), /^ZipLimitError: The zip entry "word\/document\.xml" has another name in its local header/, 'a local name that differs');
+    // the two counts of the end record disagree
+    const counts = Buffer.from(plain);
+    counts.writeUInt16LE(2, eocdOf(counts) + 8);
+    assert.throws(() => checkZipContainer(counts, limits), /counts 3 entries in all but 2 on its disk/, 'the two counts differ');
+    // and an ordinary container still passes
+    assert.deepEqual(checkZipContainer(plain, limits).entries, 3, 'a plain container passes');
   });
 
   test('sniffing: the bytes must agree with the format the name gives', () => {

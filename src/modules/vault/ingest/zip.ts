@@ -12,8 +12,17 @@
  * 3. XML parts must not carry a DTD: OOXML never uses one (ECMA-376 Part 2 forbids DTDs in packages),
  *    and a DTD is how entity expansion ("billion laughs") starts.
  * Only when all of this passes does mammoth inflate the same, now measured, entries again.
+ *
+ * What is checked must be what JSZip (mammoth's zip reader, 3.x) reads: it takes the last end record
+ * of the file, then reads EVERY central header from the directory's offset on, whatever count the end
+ * record gives, names each entry from its LOCAL header (decoded with the central flags and Info-ZIP
+ * Unicode path field), resolves "." and ".." in it, and lets a later entry of the same name replace an
+ * earlier one; when the directory does not end where the end record starts it shifts every offset.
+ * So the whole directory is walked from its offset to the end record, and a container is refused when
+ * the two could differ: a count that is not the number of headers, a gap between the directory and
+ * the end record, two entries of one name, a local name that is not the central one.
  */
-import { inflateRawSync } from 'node:zlib';
+import { crc32, inflateRawSync } from 'node:zlib';
 
 export interface ZipLimits {
   /** Sum of the inflated sizes of all entries. */
@@ -32,7 +41,10 @@ export class ZipLimitError extends Error {
 }
 
 interface Entry {
+  /** The name as JSZip keys the entry (see jszipName). */
   name: string;
+  /** The name's bytes in the central header (the local header must carry the same). */
+  rawName: Buffer;
   method: number;
   flags: number;
   compressedSize: number;
@@ -45,12 +57,64 @@ const CEN_SIG = 0x02014b50;
 const LOC_SIG = 0x04034b50;
 const MB = (n: number) => `${Math.round((n / (1024 * 1024)) * 10) / 10} MB`;
 
+/**
+ * The last end-of-central-directory signature, searched as JSZip does from the last 4 bytes back (here
+ * within the comment's reach). One in the last 21 bytes, where no record fits, is refused: JSZip would
+ * take it.
+ */
 function findEndOfCentralDirectory(buf: Buffer): number {
   const min = Math.max(0, buf.length - (22 + 0xffff));
-  for (let i = buf.length - 22; i >= min; i--) {
-    if (buf.readUInt32LE(i) === EOCD_SIG) return i;
+  for (let i = buf.length - 4; i >= min; i--) {
+    if (buf.readUInt32LE(i) === EOCD_SIG) {
+      if (i > buf.length - 22) throw new ZipLimitError('The zip end-of-central-directory record is cut off (truncated or corrupt)');
+      return i;
+    }
   }
   return -1;
+}
+
+/** The extra fields of a central header as JSZip parses them (a later field of an id replaces an earlier one). */
+function extraFields(buf: Buffer, start: number, end: number): Map<number, Buffer> {
+  const fields = new Map<number, Buffer>();
+  let p = start;
+  while (p + 4 < end) {
+    const id = buf.readUInt16LE(p);
+    const length = buf.readUInt16LE(p + 2);
+    // JSZip would read past the block (into the comment or the next header): refused
+    if (p + 4 + length > end) throw new ZipLimitError('The zip central directory is corrupt (an extra field overruns its header)');
+    fields.set(id, buf.subarray(p + 4, p + 4 + length));
+    p += 4 + length;
+  }
+  return fields;
+}
+
+/** JSZip's utils.resolve: "." and empty inner segments dropped, ".." removes the segment before. */
+function resolvePath(path: string): string {
+  const parts = path.split('/');
+  const result: string[] = [];
+  parts.forEach((part, index) => {
+    if (part === '.' || (part === '' && index !== 0 && index !== parts.length - 1)) return;
+    if (part === '..') result.pop();
+    else result.push(part);
+  });
+  return result.join('/');
+}
+
+/**
+ * The key under which JSZip files an entry: the name (UTF-8 when flag 11 says so, else the Info-ZIP
+ * Unicode path field when its version and CRC fit, else the bytes read as UTF-8), resolved, with a
+ * trailing "/" for a directory.
+ */
+function jszipName(rawName: Buffer, flags: number, extra: Map<number, Buffer>, versionMadeBy: number, externalAttributes: number): string {
+  let name = rawName.toString('utf8');
+  const unicodePath = extra.get(0x7075);
+  if (!(flags & 0x800) && unicodePath && unicodePath.length >= 5 && unicodePath[0] === 1 && unicodePath.readUInt32LE(1) === crc32(rawName)) {
+    name = unicodePath.subarray(5).toString('utf8');
+  }
+  const madeBy = versionMadeBy >> 8;
+  const dir = (externalAttributes & 0x10) !== 0 || name.endsWith('/') || (madeBy === 3 && ((externalAttributes >>> 16) & 0x4000) !== 0);
+  const key = resolvePath(name);
+  return dir && !key.endsWith('/') ? `${key}/` : key;
 }
 
 /** The central directory's entries; throws ZipLimitError for anything that is not a plain, bounded zip. */
@@ -58,29 +122,48 @@ export function readCentralDirectory(buf: Buffer, limits: ZipLimits): Entry[] {
   if (buf.length < 22) throw new ZipLimitError('The file is not a valid zip container (too short)');
   const eocd = findEndOfCentralDirectory(buf);
   if (eocd < 0) throw new ZipLimitError('The file is not a valid zip container (no central directory: truncated or corrupt)');
+  const onThisDisk = buf.readUInt16LE(eocd + 8);
   const total = buf.readUInt16LE(eocd + 10);
   const cdSize = buf.readUInt32LE(eocd + 12);
   const cdOffset = buf.readUInt32LE(eocd + 16);
-  if (total === 0xffff || cdSize === 0xffffffff || cdOffset === 0xffffffff) throw new ZipLimitError('ZIP64 containers are not supported');
-  if (buf.readUInt16LE(eocd + 4) !== 0 || buf.readUInt16LE(eocd + 6) !== 0) throw new ZipLimitError('Multi-part zip containers are not supported');
+  const disk = buf.readUInt16LE(eocd + 4);
+  const cdDisk = buf.readUInt16LE(eocd + 6);
+  if ([disk, cdDisk, onThisDisk, total].includes(0xffff) || cdSize === 0xffffffff || cdOffset === 0xffffffff) throw new ZipLimitError('ZIP64 containers are not supported');
+  if (disk !== 0 || cdDisk !== 0) throw new ZipLimitError('Multi-part zip containers are not supported');
+  if (eocd + 22 + buf.readUInt16LE(eocd + 20) > buf.length) throw new ZipLimitError('The zip end-of-central-directory record is cut off (truncated or corrupt)');
+  if (onThisDisk !== total) throw new ZipLimitError(`The zip end record counts ${total} entries in all but ${onThisDisk} on its disk: a corrupt or crafted file`);
   if (total > limits.maxEntries) throw new ZipLimitError(`The container has ${total} entries; at most ${limits.maxEntries} are accepted`);
   if (cdOffset + cdSize > eocd) throw new ZipLimitError('The zip central directory points outside the file (truncated or corrupt)');
+  if (cdOffset + cdSize < eocd) {
+    // JSZip would shift every offset by the gap: what it reads would not be what is checked here
+    throw new ZipLimitError(`The zip central directory ends ${eocd - cdOffset - cdSize} bytes before its end record (data hidden or prepended): a corrupt or crafted file`);
+  }
 
   const entries: Entry[] = [];
+  const names = new Set<string>();
   let declaredTotal = 0;
-  let p = cdOffset;
-  for (let i = 0; i < total; i++) {
+  // every header from the directory's offset to the end record, as JSZip reads them (not `total` of them)
+  for (let p = cdOffset; p < eocd; ) {
     if (p + 46 > eocd || buf.readUInt32LE(p) !== CEN_SIG) throw new ZipLimitError('The zip central directory is corrupt');
     const nameLength = buf.readUInt16LE(p + 28);
+    const extraLength = buf.readUInt16LE(p + 30);
+    const next = p + 46 + nameLength + extraLength + buf.readUInt16LE(p + 32);
+    if (next > eocd) throw new ZipLimitError('The zip central directory is corrupt');
+    if (entries.length === limits.maxEntries) {
+      throw new ZipLimitError(`The container has more than ${limits.maxEntries} entries in its central directory; at most ${limits.maxEntries} are accepted`);
+    }
+    const flags = buf.readUInt16LE(p + 8);
+    const rawName = buf.subarray(p + 46, p + 46 + nameLength);
     const entry: Entry = {
-      flags: buf.readUInt16LE(p + 8),
+      flags,
       method: buf.readUInt16LE(p + 10),
       compressedSize: buf.readUInt32LE(p + 20),
       uncompressedSize: buf.readUInt32LE(p + 24),
       localOffset: buf.readUInt32LE(p + 42),
-      name: buf.toString('utf8', p + 46, Math.min(eocd, p + 46 + nameLength)),
+      rawName,
+      name: jszipName(rawName, flags, extraFields(buf, p + 46 + nameLength, p + 46 + nameLength + extraLength), buf.readUInt16LE(p + 4), buf.readUInt32LE(p + 38)),
     };
-    p += 46 + nameLength + buf.readUInt16LE(p + 30) + buf.readUInt16LE(p + 32);
+    p = next;
     if (entry.compressedSize === 0xffffffff || entry.uncompressedSize === 0xffffffff || entry.localOffset === 0xffffffff) {
       throw new ZipLimitError('ZIP64 containers are not supported');
     }
@@ -91,7 +174,13 @@ export function readCentralDirectory(buf: Buffer, limits: ZipLimits): Entry[] {
       throw new ZipLimitError(`The document would inflate to more than ${MB(limits.maxInflatedBytes)} (declared sizes); it was not opened`);
     }
     checkRatio(entry.name, entry.uncompressedSize, entry.compressedSize, limits);
+    // a later entry of the same name replaces the earlier one in JSZip: the one read would not be the one checked first
+    if (names.has(entry.name)) throw new ZipLimitError(`The container holds "${entry.name}" twice: a corrupt or crafted file`);
+    names.add(entry.name);
     entries.push(entry);
+  }
+  if (entries.length !== total) {
+    throw new ZipLimitError(`The zip end record counts ${total} entries but its central directory holds ${entries.length}: a corrupt or crafted file`);
   }
   return entries;
 }
@@ -117,7 +206,12 @@ export function checkZipContainer(buf: Buffer, limits: ZipLimits): { entries: nu
   for (const e of entries) {
     const p = e.localOffset;
     if (p + 30 > buf.length || buf.readUInt32LE(p) !== LOC_SIG) throw new ZipLimitError(`The zip entry "${e.name}" is missing (truncated or corrupt file)`);
-    const start = p + 30 + buf.readUInt16LE(p + 26) + buf.readUInt16LE(p + 28);
+    const localNameLength = buf.readUInt16LE(p + 26);
+    // JSZip names the entry from its local header: it must be the name checked here
+    if (p + 30 + localNameLength > buf.length || !buf.subarray(p + 30, p + 30 + localNameLength).equals(e.rawName)) {
+      throw new ZipLimitError(`The zip entry "${e.name}" has another name in its local header: a corrupt or crafted file`);
+    }
+    const start = p + 30 + localNameLength + buf.readUInt16LE(p + 28);
     const end = start + e.compressedSize;
     if (end > buf.length) throw new ZipLimitError(`The zip entry "${e.name}" is cut off (truncated file)`);
     const data = buf.subarray(start, end);
