@@ -619,30 +619,25 @@ describe('job queue', () => {
     }
   });
 
-  test('an error message with NUL and control characters is recorded without them; the job is retried, then fails, never left running', async () => {
+  /** Runs a worker on `queue` (two attempts, no backoff) until the job fails for good; its row and what onGiveUp got. */
+  async function runUntilGivenUp(db: Db, queue: string, handler: () => Promise<void>) {
     const given: string[] = [];
-    const worker = new Worker({
-      db: database.db,
-      queue: 'test.nul',
-      log: silentLog,
-      pollIntervalMs: 10,
-      backoffMs: () => 0,
-      handler: async () => {
-        throw new Error(`bad\u0000byte\u0007 here\tand\nthere ${'x'.repeat(5000)}`);
-      },
-      onGiveUp: async (_job, error) => void given.push(error),
-    });
-    await enqueue(database.db, 'test.nul', { k: 1 }, { maxAttempts: 2 });
+    const worker = new Worker({ db, queue, log: silentLog, pollIntervalMs: 10, backoffMs: () => 0, handler, onGiveUp: async (_job, error) => void given.push(error) });
+    await enqueue(database.db, queue, { k: 1 }, { maxAttempts: 2 });
     worker.start();
     try {
       await waitUntil('the job to fail for good', async () => given.length === 1, 10_000);
     } finally {
       await worker.stop();
     }
-    const [row] = await rowsOf<{ status: string; attempts: number; last_error: string }>(
-      database.db,
-      sql`select status, attempts, last_error from jobs where queue = 'test.nul'`,
-    );
+    const [row] = await rowsOf<{ status: string; attempts: number; last_error: string }>(database.db, sql`select status, attempts, last_error from jobs where queue = ${queue}`);
+    return { row, given };
+  }
+
+  test('an error message with NUL and control characters is recorded without them; the job is retried, then fails, never left running', async () => {
+    const { row, given } = await runUntilGivenUp(database.db, 'test.nul', async () => {
+      throw new Error(`bad\u0000byte\u0007 here\tand\nthere ${'x'.repeat(5000)}`);
+    });
     assert.deepEqual(row && { status: row.status, attempts: row.attempts }, { status: 'failed', attempts: 2 }, JSON.stringify(row));
     assert.equal(row!.last_error.startsWith('badbyte here\tand\nthere xxx'), true, `last_error keeps tab and newline, drops NUL and BEL: ${JSON.stringify(row!.last_error.slice(0, 40))}`);
     assert.equal(row!.last_error.length, 1000, `last_error is capped at 1,000 characters, got ${row!.last_error.length}`);
@@ -662,29 +657,9 @@ describe('job queue', () => {
         };
       },
     });
-    const given: string[] = [];
-    const worker = new Worker({
-      db: refusing,
-      queue: 'test.refused',
-      log: silentLog,
-      pollIntervalMs: 10,
-      backoffMs: () => 0,
-      handler: async () => {
-        throw new Error(`failed: ${marker}`);
-      },
-      onGiveUp: async (_job, error) => void given.push(error),
+    const { row, given } = await runUntilGivenUp(refusing, 'test.refused', async () => {
+      throw new Error(`failed: ${marker}`);
     });
-    await enqueue(database.db, 'test.refused', { k: 1 }, { maxAttempts: 2 });
-    worker.start();
-    try {
-      await waitUntil('the job to fail for good', async () => given.length === 1, 10_000);
-    } finally {
-      await worker.stop();
-    }
-    const [row] = await rowsOf<{ status: string; attempts: number; last_error: string }>(
-      database.db,
-      sql`select status, attempts, last_error from jobs where queue = 'test.refused'`,
-    );
     assert.deepEqual(row, { status: 'failed', attempts: 2, last_error: "the job's error could not be recorded (fail)" }, JSON.stringify(row));
     assert.equal(given[0], `failed: ${marker}`, 'onGiveUp still gets the real reason');
   });
