@@ -389,14 +389,14 @@ export class Worker {
    * 'running' with nobody working on it until its lease expires — and then counts as a lost worker — so a
    * failed write is tried again: at once with a generic error message in place of the job's own (what
    * the database refused may be in it: storableText removes what is known to be refused, this covers the
-   * rest), then a few more times after a short pause (the database may be away for a moment). Returns the
-   * generic message when that is what was written. When every try fails the error is thrown (the worker
-   * loop logs it) and the lease, as for a dead worker, brings the job back.
+   * rest), then a few more times after a short pause (the database may be away for a moment). When every
+   * try fails the error is thrown (the worker loop logs it) and the lease, as for a dead worker, brings the
+   * job back.
    */
-  private async endWrite(job: Job, what: string, write: (fallback?: string) => Promise<void>): Promise<string | undefined> {
+  private async endWrite(job: Job, what: string, write: (fallback?: string) => Promise<void>): Promise<void> {
     try {
       await write();
-      return undefined;
+      return;
     } catch (err) {
       this.o.log.warn({ err, jobId: job.id, queue: job.queue }, `recording the job's end (${what}) failed; trying again (with a generic error message if it had one)`);
     }
@@ -404,7 +404,7 @@ export class Worker {
     for (let attempt = 1; ; attempt++) {
       try {
         await write(fallback);
-        return fallback;
+        return;
       } catch (err) {
         if (attempt >= END_WRITE_ATTEMPTS) throw err;
         this.o.log.warn({ err, jobId: job.id, queue: job.queue, attempt }, `recording the job's end (${what}) failed again`);
@@ -413,12 +413,14 @@ export class Worker {
     }
   }
 
-  /** Every end-of-job write checks the lock is still ours: a job taken back by another node is theirs now. */
+  /**
+   * Every end-of-job write checks the lock is still ours: a job taken back by another node is theirs now.
+   * `error` is written as given: the run's caller made it storable (storableText).
+   */
   private async finish(job: Job, status: 'done' | 'failed', error: string | null): Promise<void> {
     const now = this.clock.now().toISOString();
-    const recorded = error === null ? null : storableText(error);
     await this.o.db.execute(
-      sql`update jobs set status = ${status}, last_error = coalesce(${recorded}, last_error), locked_at = null, updated_at = ${now}
+      sql`update jobs set status = ${status}, last_error = coalesce(${error}, last_error), locked_at = null, updated_at = ${now}
            where id = ${job.id} and locked_by = ${this.tag} and status = 'running'`,
     );
   }
@@ -426,7 +428,7 @@ export class Worker {
   private async retry(job: Job, error: string, runAt: Date): Promise<void> {
     const now = this.clock.now().toISOString();
     await this.o.db.execute(
-      sql`update jobs set status = 'pending', last_error = ${storableText(error)}, run_at = ${runAt.toISOString()}, locked_at = null, locked_by = null, updated_at = ${now}
+      sql`update jobs set status = 'pending', last_error = ${error}, run_at = ${runAt.toISOString()}, locked_at = null, locked_by = null, updated_at = ${now}
            where id = ${job.id} and locked_by = ${this.tag} and status = 'running'`,
     );
   }
