@@ -55,10 +55,6 @@ function findNul(value: unknown, path: string, depth = 0): string | null {
   return null;
 }
 
-/**
- * One error handler for the whole API: every failure leaves in the contract's body
- * `{success:false, message, error:{code, details}}`, and no 5xx body says anything about internals.
- */
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** Body fields (arrays of ids) whose malformed entries the route drops silently: entries holding a NUL are dropped, not refused with a 400. */
@@ -66,6 +62,10 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * One error handler for the whole API: every failure leaves in the contract's body
+ * `{success:false, message, error:{code, details}}`, and no 5xx body says anything about internals.
+ */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | AppError | Error, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {

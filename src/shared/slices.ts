@@ -4,7 +4,7 @@
 export const yieldToLoop = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** How long a slice runs before it yields. */
-export const SLICE_MS = 8;
+const SLICE_MS = 8;
 
 /** A check to call often in a long synchronous run: it yields to the event loop once SLICE_MS have passed since the last yield. */
 export function slicer(): () => Promise<void> {

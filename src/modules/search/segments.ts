@@ -82,7 +82,6 @@ const PAGE_CHUNKS = 500;
 const GRAPH_PAGE_ROWS = 10_000;
 /** Edges in a stored edge list on average, for paging by about GRAPH_PAGE_ROWS edges (the 10 MB file: 178,646 in 7,526 lists). */
 const EDGES_PER_LIST = 24;
-/** The longest a segment's reading or building runs on the request loop before it yields. */
 /** Uploads read together when a scope's copies are missing. */
 const BATCH_CHUNKS = 2_000;
 const BATCH_UPLOADS = 500;
@@ -223,7 +222,7 @@ interface Building {
 
 /**
  * Turns what was read of an upload into its segment. For a large file this is ~100 ms of work: it yields to
- * the event loop whenever a slice has run SLICE_MS (checked every few hundred iterations of its loops).
+ * the event loop whenever a slice has run SLICE_MS of shared/slices.ts (checked every few hundred iterations of its loops).
  */
 async function build(uploadId: string, version: number, x: Building, entities: Array<[string, string]>, edgeRows: Array<[string, string, number]>): Promise<Segment> {
   const slice = slicer();

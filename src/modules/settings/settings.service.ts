@@ -35,10 +35,10 @@ const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
  * A key as stored and compared: trimmed and in Unicode NFC, so that "café" typed composed or decomposed
  * is one key; invisible characters are refused (400) rather than making look-alike keys.
  */
-function cleanKey(key: string, field = 'key'): string {
+function cleanKey(key: string): string {
   const k = key.trim().normalize('NFC');
-  if (!k) throw badField(field, `${field} must not be blank`);
-  if (INVISIBLE.test(k)) throw badField(field, `${field} must not contain control or invisible formatting characters`);
+  if (!k) throw badField('key', 'key must not be blank');
+  if (INVISIBLE.test(k)) throw badField('key', 'key must not contain control or invisible formatting characters');
   return k;
 }
 

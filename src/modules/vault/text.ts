@@ -15,6 +15,9 @@ const MARKED = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
 /** A file-name search term as stored names are written (cleanFileName): NFC, each run of whitespace one space. */
 export const fileNameTerm = (term: string): string => term.normalize('NFC').replace(/\s+/gu, ' ');
 
+/** The longest stored file name, in Unicode code points. */
+export const MAX_FILE_NAME_CHARS = 255;
+
 /**
  * A file name as stored and shown: Unicode NFC; the last path segment only; every control character
  * and bidi embedding/override/isolate replaced by "_" — a visible trace, so that "evil\u202etxt.exe"
@@ -36,9 +39,6 @@ export function cleanFileName(name: string): string {
   // nothing left but marks, dots and spaces: no name (the upload is refused for that)
   return /[^\s._]/u.test(kept) ? kept : '';
 }
-
-/** The longest stored file name, in Unicode code points. */
-export const MAX_FILE_NAME_CHARS = 255;
 
 /** The last `max` code points of `s` (never half a surrogate pair), without leading white space. */
 function lastCodePoints(s: string, max: number): string {
