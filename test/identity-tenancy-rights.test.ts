@@ -71,6 +71,11 @@ describe('identity and tenancy: rights and session rules', () => {
     assert.equal(switched.statusCode, 200, switched.body);
     assert.equal((await inj('GET', '/api/user/me', s1.accessToken)).json().data.institution, first);
     assert.equal((await inj('GET', '/api/user/me', switched.json().accessToken)).json().data.institution, other);
+    // the answer of a profile update is the same view of the row
+    const patched = await inj('PATCH', '/api/user/me', s1.accessToken, { fname: 'Renamed' });
+    assert.equal(patched.statusCode, 200, patched.body);
+    assert.equal(patched.json().data.fname, 'Renamed');
+    assert.equal(patched.json().data.institution, first, 'PATCH /api/user/me shows this session institution too');
   });
 
   test('an institution admin cannot set an account-level field to the text "null" (null is not "null")', async () => {

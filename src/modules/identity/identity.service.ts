@@ -225,7 +225,7 @@ export class IdentityService {
    * to, which another session of the same user may have changed since.
    */
   me(auth: AuthContext): UserRow {
-    return auth.user.currentInstitutionId === auth.institutionId ? auth.user : { ...auth.user, currentInstitutionId: auth.institutionId };
+    return asSeenBy(auth.user, auth);
   }
 
   async updateMe(auth: AuthContext, patch: ProfilePatch): Promise<UserRow> {
@@ -255,7 +255,8 @@ export class IdentityService {
     if (changes.passwordHash) await endCredentials(this.ctx.db, user.id, 'password-changed', now, auth.sessionId);
     // every session of the user: the others are revoked, this one holds the old row
     if (updated !== user || changes.mfaState === 'off') this.ctx.auth.cache.invalidateUser(user.id);
-    return updated ?? user;
+    // the row as written, with this session's institution (as me() shows it)
+    return updated ? asSeenBy(updated, auth) : user;
   }
 
   async institutions(auth: AuthContext) {
@@ -300,4 +301,9 @@ export class IdentityService {
     if (answer.refreshToken) return this.sessions.pair(user, answer.sessionId, institutionId, answer.refreshToken, now);
     return this.sessions.accessToken(user, answer.sessionId, institutionId, now);
   }
+}
+
+/** A user row with the current institution of the session asking (its token's), in place of the column another session may have set. */
+function asSeenBy(row: UserRow, auth: AuthContext): UserRow {
+  return row.currentInstitutionId === auth.institutionId ? row : { ...row, currentInstitutionId: auth.institutionId };
 }
