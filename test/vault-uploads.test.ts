@@ -416,7 +416,7 @@ describe('vault uploads: list, get, download, patch, delete', () => {
   test('fileNameSearch finds a name as it was uploaded: letters Postgres and JavaScript lower-case differently, NFD, repeated spaces', async () => {
     const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
     const token = (await login(t.app, member.email)).accessToken;
-    const names = ['İstanbul notes.txt', 'ΟΔΟΣ plan.txt', 'Cafe\u0301 menu.txt', 'Q3  report.txt'];
+    const names = ['İstanbul notes.txt', 'ΟΔΟΣ plan.txt', 'Cafe\u0301 menu.txt', 'Q3  report.txt', 'tab\there\u200b.txt'];
     const ids: string[] = [];
     for (const name of names) ids.push((await uploadOk(t.app, token, { name, content: 'x' }, { scope: 'personal' }))._id);
     const found = async (term: string) => {
@@ -435,6 +435,8 @@ describe('vault uploads: list, get, download, patch, delete', () => {
     assert.deepEqual(await found('Café'), [ids[2]]);
     assert.deepEqual(await found('Q3  report'), [ids[3]]);
     assert.deepEqual(await found('x'.repeat(300)), []);
+    // a control character is stored as "_" and a zero-width one dropped: a term holding them finds the name as stored
+    assert.deepEqual(await found('tab\there\u200b.txt'), [ids[4]]);
   });
 
   test('list: filters by status, collection, fileNameSearch (% and _ literal), scope; paginates', async () => {

@@ -12,8 +12,17 @@ export function visibleText(value: string): string {
 /** Controls (C0, DEL, C1) and the bidi embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069). */
 const MARKED = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
 
-/** A file-name search term as stored names are written (cleanFileName): NFC, each run of whitespace one space. */
-export const fileNameTerm = (term: string): string => term.normalize('NFC').replace(/\s+/gu, ' ');
+/** What a name's characters become when it is stored (see cleanFileName): NFC, marks made "_", other format characters dropped, white space runs one space. */
+function storedCharacters(text: string): string {
+  return text
+    .normalize('NFC')
+    .replace(MARKED, '_')
+    .replace(/\p{Cf}/gu, '')
+    .replace(/\s+/gu, ' ');
+}
+
+/** A file-name search term as stored names are written (cleanFileName), its spaces kept: "a<TAB>b" finds "a_b.txt". */
+export const fileNameTerm = (term: string): string => storedCharacters(term);
 
 /** The longest stored file name, in Unicode code points. */
 export const MAX_FILE_NAME_CHARS = 255;
@@ -29,12 +38,8 @@ export const MAX_FILE_NAME_CHARS = 255;
  * which the database stores as U+FFFD). A name left with nothing but "_", dots and spaces is no name ("").
  */
 export function cleanFileName(name: string): string {
-  const base = name.normalize('NFC').split(/[\\/]/).pop() ?? '';
-  const cleaned = base
-    .replace(MARKED, '_')
-    .replace(/\p{Cf}/gu, '')
-    .replace(/\s+/gu, ' ')
-    .trim();
+  const base = name.split(/[\\/]/).pop() ?? '';
+  const cleaned = storedCharacters(base).trim();
   const kept = lastCodePoints(cleaned, MAX_FILE_NAME_CHARS);
   // nothing left but marks, dots and spaces: no name (the upload is refused for that)
   return /[^\s._]/u.test(kept) ? kept : '';
