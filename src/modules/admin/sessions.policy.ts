@@ -1,13 +1,5 @@
 import type { AuthContext } from '../identity/auth-context.js';
-import type { RowScope } from '../tenancy/tenancy.repository.js';
-import { listingScope } from '../tenancy/tenancy.policy.js';
-
-export interface SessionsScope {
-  /** The accounts and institutions whose sessions are listed. */
-  rows: RowScope;
-  /** Whether sessions of superadmins are listed too. */
-  superadmins: boolean;
-}
+import { adminListingScope, type AdminListingScope } from '../tenancy/tenancy.policy.js';
 
 /**
  * Which login sessions an admin may list (admin.sessions.read): a superadmin all; an account admin the
@@ -18,7 +10,6 @@ export interface SessionsScope {
  * switched to is the caller's: only a superadmin administers a superadmin (tenancy.policy), as with its
  * memory (memory.policy).
  */
-export function sessionsScope(auth: AuthContext): SessionsScope {
-  const rows = listingScope(auth, 'admin.sessions.read');
-  return { rows, superadmins: auth.role === 'superadmin' };
+export function sessionsScope(auth: AuthContext): AdminListingScope {
+  return adminListingScope(auth, 'admin.sessions.read');
 }

@@ -2,10 +2,10 @@ import { and, desc, eq, gte, lte, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { containsInsensitive, inList } from '../../db/search.js';
 import { institutions, sessions, users } from '../../db/schema.js';
-import type { SessionsScope } from './sessions.policy.js';
+import type { AdminListingScope } from '../tenancy/tenancy.policy.js';
 
 export interface SessionListFilter {
-  scope: SessionsScope;
+  scope: AdminListingScope;
   accountIds?: readonly string[];
   institutionId?: string;
   usersearch?: string;

@@ -3,7 +3,7 @@ import { rowsOf, type Db, type DbOrTx } from '../../db/client.js';
 import { assistantLikes, assistants, collections, institutions } from '../../db/schema.js';
 import { containsInsensitive, inList } from '../../db/search.js';
 import type { AuthContext } from '../identity/auth-context.js';
-import type { AdminListingScope } from './conversation.policy.js';
+import type { AdminListingScope } from '../tenancy/tenancy.policy.js';
 import { visibleCondition } from '../vault/vault.policy.js';
 import { assistantVisibleSql, type InstitutionSwitches } from './conversation.policy.js';
 

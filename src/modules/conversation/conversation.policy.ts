@@ -4,8 +4,7 @@ import { forbidden, notFound } from '../../shared/errors.js';
 import { changesSharing, type SharingRequest } from '../../shared/sharing.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { canInAccount, canInInstitution, type Principal } from '../tenancy/permissions.js';
-import { listingScope, seesInstitution } from '../tenancy/tenancy.policy.js';
-import type { RowScope } from '../tenancy/tenancy.repository.js';
+import { adminListingScope, seesInstitution, type AdminListingScope } from '../tenancy/tenancy.policy.js';
 
 /**
  * Who may do what with assistants and history records, decided here and nowhere else.
@@ -129,27 +128,21 @@ export function assistantVisibleSql(p: AuthContext): SQL {
   )`;
 }
 
-/** What an admin listing of records and assistants may return. */
-export interface AdminListingScope {
-  /** The accounts and institutions whose rows are listed. */
-  rows: RowScope;
-  /**
-   * Whether what superadmins own is listed too: their Q&A records with a thumb or feedback (questions,
-   * answers, notes) anywhere, and their personal assistants (no institution). Only a superadmin
-   * administers a superadmin (tenancy.policy), as with its sessions (sessions.policy) and memory
-   * (memory.policy); assistants a superadmin made in an institution are that institution's.
-   */
-  superadmins: boolean;
-}
-
-/** Rows the admin feedbacks listing may return (admin.feedbacks.read), or 403. */
+/**
+ * Rows the admin feedbacks listing may return (admin.feedbacks.read), or 403. What superadmins own (their
+ * Q&A records with a thumb or feedback: questions, answers, notes) is listed to superadmins only.
+ */
 export function feedbackListingScope(p: Principal): AdminListingScope {
-  return { rows: listingScope(p, 'admin.feedbacks.read'), superadmins: p.role === 'superadmin' };
+  return adminListingScope(p, 'admin.feedbacks.read');
 }
 
-/** Rows the admin assistants listing may return (admin.assistants.read), or 403. */
+/**
+ * Rows the admin assistants listing may return (admin.assistants.read), or 403. A superadmin's personal
+ * assistants (no institution) are listed to superadmins only; those it made in an institution are that
+ * institution's.
+ */
 export function assistantListingScope(p: Principal): AdminListingScope {
-  return { rows: listingScope(p, 'admin.assistants.read'), superadmins: p.role === 'superadmin' };
+  return adminListingScope(p, 'admin.assistants.read');
 }
 
 /** A history record is its asker's: anyone else gets 404. */

@@ -2,7 +2,7 @@ import { and, eq, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { histories } from '../../db/schema.js';
 import { containsInsensitive, inList, textArray } from '../../db/search.js';
-import type { AdminListingScope } from './conversation.policy.js';
+import type { AdminListingScope } from '../tenancy/tenancy.policy.js';
 
 export type HistoryRow = typeof histories.$inferSelect;
 
@@ -136,7 +136,7 @@ function scopeConditions(q: HistoryQuery): SQL[] {
  * statements run between pages, and the search stops with SearchBudgetExceeded after SEARCH_BUDGET_MS.
  */
 export const SEARCH_PAGE_CHARS = 64 * 1024;
-export const SEARCH_BUDGET_MS = 5_000;
+const SEARCH_BUDGET_MS = 5_000;
 /** Records whose text sizes one statement reads while a search pages through a history. */
 const SEARCH_SIZE_WINDOW = 1_000;
 

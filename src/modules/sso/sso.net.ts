@@ -72,7 +72,7 @@ const ipv4Of = (high: number, low: number) => quad(hi(high), lo(high), hi(low), 
  * deprecated IPv4-compatible ::/96 and the IPv4-translated ::ffff:0:0/96 (SIIT). Empty for any other address;
  * IPv4-mapped addresses (::ffff:0:0/96 without the zero group) BlockList already checks as their IPv4.
  */
-export function embeddedIpv4s(address: string): string[] {
+function embeddedIpv4s(address: string): string[] {
   const g = ipv6Groups(address);
   if (!g) return [];
   // NAT64, well-known prefix 64:ff9b::/96 (RFC 6052)

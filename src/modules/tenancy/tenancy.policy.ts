@@ -162,6 +162,22 @@ export function listingScope(p: Principal, permission: Permission): RowScope {
   return { all: false, accountIds: [], institutionIds: scope.institutionIds };
 }
 
+/** What an admin listing (sessions, feedbacks, assistants) may return. */
+export interface AdminListingScope {
+  /** The accounts and institutions whose rows are listed. */
+  rows: RowScope;
+  /**
+   * Whether what superadmins own is listed too (their sessions, their Q&A records with feedback, their
+   * personal assistants): only a superadmin administers a superadmin, as with its memory (memory.policy).
+   */
+  superadmins: boolean;
+}
+
+/** The scope of an admin listing under `permission` (403 without it). */
+export function adminListingScope(p: Principal, permission: Permission): AdminListingScope {
+  return { rows: listingScope(p, permission), superadmins: p.role === 'superadmin' };
+}
+
 /** The institutions whose enrolments the caller may see in a user record. */
 export function visibleMembership(p: Principal, m: UserMembershipRow): boolean {
   return p.role === 'superadmin' || tenantAccountIds(p).has(m.accountId) || p.memberships.has(m.institutionId);
