@@ -587,9 +587,11 @@ export class SegmentCache {
       return;
     }
     const slice = slicer();
+    const ids = new Int32Array(segment.names.length);
+    const generation = this.names.generation;
     for (const [i, name] of segment.names.entries()) {
       if ((i & 255) === 0) await slice();
-      this.names.add(name);
+      ids[i] = this.names.add(name);
       if (isProper(segment, i)) this.proper.add(name);
     }
     const old = this.segments.get(segment.uploadId);
@@ -599,9 +601,8 @@ export class SegmentCache {
       return;
     }
     if (old) this.drop(old);
-    // the ids at the dictionary's generation now (a compaction while this yielded renumbered them)
-    const ids = new Int32Array(segment.names.length);
-    for (const [i, name] of segment.names.entries()) ids[i] = this.names.idOf(name);
+    // a compaction switched in while this yielded renumbered the names: the ids are read again
+    if (this.names.generation !== generation) for (const [i, name] of segment.names.entries()) ids[i] = this.names.idOf(name);
     segment.nameIds = { generation: this.names.generation, ids };
     this.segments.set(segment.uploadId, segment);
     this.bytes += segment.bytes;
