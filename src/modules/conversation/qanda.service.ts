@@ -225,8 +225,7 @@ export class QandaService {
     // error, a history that cannot be saved, a bug) ends it on the way out: what completed model calls
     // consumed is charged, the rest released. (A process killed meanwhile leaves it to the reservation sweep.)
     let open = true;
-    let chargedUnits = 0;
-    /** what the completed model calls consumed, exactly (pricing.exactCost) */
+    /** what the completed model calls consumed, exactly (pricing.exactCost); charged as chargeUnits of it, rounded up once */
     let chargedExact = 0;
     /** What a failure's settlement charged (the record and the last stream event say it). */
     let failedCharge = 0;
@@ -237,7 +236,7 @@ export class QandaService {
         // The model calls that completed are paid (a tool round before a failed call), the rest of the
         // reservation released; with the failed record, in one commit.
         await ctx.db.transaction(async (tx) => {
-          failedCharge = (await settleCredits(tx, payer, reserved, chargedUnits, auth.userId, historyId, now())).chargedUnits;
+          failedCharge = (await settleCredits(tx, payer, reserved, chargeUnits(chargedExact), auth.userId, historyId, now())).chargedUnits;
           await historiesRepo.insertHistory(tx, {
             ...record,
             outputs: [],
@@ -325,7 +324,6 @@ export class QandaService {
           const callPrice = ctx.config.modelPrices[reportedModel] ? priceFor(reportedModel, ctx.config.modelPrices) : price;
           // the calls of one answer add up exactly; the charge is rounded up once
           chargedExact += exactCostOfUsage(result.usage, callPrice);
-          chargedUnits = chargeUnits(chargedExact);
           if (!result.toolCalls?.length || !offerTools) break;
 
           // Tool round: run the calls, then reserve the next call's maximum before making it.
@@ -359,7 +357,7 @@ export class QandaService {
       const duration = Math.round(performance.now() - started);
       // ── payment, history and the idempotency key's response: one commit, so the ledger and the saved records always agree ──
       const response = await ctx.db.transaction(async (tx) => {
-        const settled = await settleCredits(tx, payer, reserved, chargedUnits, auth.userId, historyId, now());
+        const settled = await settleCredits(tx, payer, reserved, chargeUnits(chargedExact), auth.userId, historyId, now());
         const credits = toCredits(settled.chargedUnits);
         await historiesRepo.insertHistory(tx, {
           ...record,
@@ -405,7 +403,7 @@ export class QandaService {
         throw new AppError(409, 'CONFLICT', 'The answer took longer than its credit reservation is held; it was not charged');
       }
       if (open) {
-        await settleCredits(ctx.db, payer, reserved, chargedUnits, auth.userId, historyId, now()).then(
+        await settleCredits(ctx.db, payer, reserved, chargeUnits(chargedExact), auth.userId, historyId, now()).then(
           () => ctx.auth.cache.invalidateUser(auth.userId),
           (e: unknown) => ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be settled after a failure'),
         );
