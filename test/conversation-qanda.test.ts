@@ -58,7 +58,7 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
         LLM_MODEL: 'stub-chat',
         LLM_MAX_RETRIES: '0',
         LLM_TIMEOUT_MS: '5000',
-        MODEL_PRICES: JSON.stringify({ '*': { input: 1, output: 2 }, 'stub-chat': { input: 3, output: 5 } }),
+        MODEL_PRICES: JSON.stringify({ '*': { input: 1, output: 2 }, 'stub-chat': { input: 3, output: 5 }, 'stub-fine': { input: 0.15, output: 0.05 } }),
         CONTENT_FILTER_TERMS: JSON.stringify(['forbiddenword', 'secret plan']),
         MODERATION_BASE_URL: stub.baseUrl,
       },
@@ -637,6 +637,27 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     await ask(tok.userA1!, { inputs: ['again'], requestArgs: { assistantId } });
     assert.deepEqual(stub.requestsTo('/v1/chat/completions').at(-1)!.body.tools.map((x: any) => x.function.name), ['vault_search']);
     await t.database.db.execute(sql`update institutions set tools_disabled = '{}' where id = ${w.a1.id}`);
+  });
+
+  test('the calls of a tool round are priced exactly and rounded up once: two calls with a fraction of a credit unit each', async () => {
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/api/user/assistant',
+      headers: bearer(tok.adminA1!),
+      payload: { name: 'Fine-priced tool user', instructions: 'Use tools.', institution_shared: true, assistantToolMode: 'all' },
+    });
+    assert.equal(created.statusCode, 201, created.body);
+    // stub-fine costs 0.15 / 0.05 credits per 1k tokens: 1.5 / 0.5 units of 0.0001 a token
+    stub.setChatHandler(({ body }) => {
+      const last = body.messages.at(-1);
+      if (last.role === 'tool') return { content: 'done', model: 'stub-fine', usage: { prompt_tokens: 301, completion_tokens: 10 } };
+      return { content: '', model: 'stub-fine', toolCalls: [{ name: 'current_datetime', arguments: '{"timezone":"UTC"}' }], usage: { prompt_tokens: 201, completion_tokens: 4 } };
+    });
+    const res = await ask(tok.userA1!, { inputs: ['what time is it?'], requestArgs: { assistantId: created.json().data._id, ragIgnore: true } });
+    assert.equal(res.statusCode, 200, res.body);
+    // exactly 303.5 + 456.5 = 760 units: 0.076 (each call rounded up on its own would be 304 + 457 = 0.0761)
+    assert.equal(res.json().credits, 0.076);
+    assert.equal(Number((await historyRow(res.json().historyId))!.credits), 0.076, 'the record says the same');
   });
 
   test('an assistant deleted while its answer is made: 200, paid as usual, the record kept without the assistant', async () => {
