@@ -383,8 +383,12 @@ describe('conversation records: histories, assistants, admin listings', () => {
     const rootAssistants = (token: string) => assistants(token, { pageSize: 5000 }).then((r) => r.json().data.filter((a: any) => a.name.startsWith('Root ')).map((a: any) => a.name).sort());
     assert.deepEqual(await rootFeedback(tok.superadmin!), ['root personal question', 'root question in a1']);
     assert.deepEqual(await rootAssistants(tok.superadmin!), ['Root helper for a1', 'Root private helper']);
+    // a plain member's record with feedback in a1, beside them: the admins' listing is not merely empty
+    await record('member question in a1', { userId: w.userA1.id, accountId: w.accountA.id, institutionId: w.a1.id, minutes: 22, feedback: 'member note' });
     for (const admin of ['accountAdminA', 'adminA1'] as const) {
       assert.deepEqual(await rootFeedback(tok[admin]!), [], admin);
+      const listed = (await feedbacks(tok[admin]!, { pageSize: 5000 })).json().data.map((f: any) => f.in.input);
+      assert.equal(listed.includes('member question in a1'), true, `${admin} lists the member's feedback record`);
       // an assistant a superadmin made in an institution is the institution's
       assert.deepEqual(await rootAssistants(tok[admin]!), ['Root helper for a1'], admin);
     }
