@@ -18,6 +18,11 @@ export function containsInsensitive(column: SQLWrapper, term: string): SQL {
   return sql`lower(${column}) like ${likeContains(term)} escape '\\'`;
 }
 
+/** A search term as given, or undefined when it is blank (a blank term is no filter; a non-blank one is matched literally, its spaces included). */
+export function searchTerm(term: string | undefined): string | undefined {
+  return term?.trim() ? term : undefined;
+}
+
 /** `column in (...values)` with each value bound as a parameter; an empty list matches nothing. */
 export function inList(column: SQLWrapper, values: readonly string[]): SQL {
   return values.length === 0 ? sql`false` : sql`${column} in (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`;

@@ -7,6 +7,7 @@ import type { AuthContext } from '../identity/auth-context.js';
 import { sessionsScope } from './sessions.policy.js';
 import { listSessions, type SessionListRow } from './sessions.repository.js';
 import type { SessionsListInput } from './sessions.schemas.js';
+import { searchTerm } from '../../db/search.js';
 
 const DEFAULT_RANGE_MS = 30 * 86_400_000;
 
@@ -43,7 +44,7 @@ export class AdminSessionsService {
     const from = fromText ? dateTimeField('daterange.0', fromText) : new Date(now.getTime() - DEFAULT_RANGE_MS);
     const to = toText ? dateTimeField('daterange.1', toText) : now;
     if (from.getTime() > to.getTime()) throw badField('daterange', 'daterange must be [startDate, endDate] with startDate not after endDate');
-    const usersearch = input.usersearch?.trim() ? input.usersearch : undefined;
+    const usersearch = searchTerm(input.usersearch);
     const { rows, total } = await listSessions(
       this.ctx.db,
       { scope, accountIds: idListField('account', input.account), institutionId: input.institution, usersearch, from, to },

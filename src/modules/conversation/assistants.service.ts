@@ -15,6 +15,7 @@ import {
   assistantListingScope,
   administersInstitution,
 } from './conversation.policy.js';
+import { searchTerm } from '../../db/search.js';
 
 export function presentAssistant(a: repo.AssistantView) {
   return {
@@ -172,7 +173,7 @@ export class AssistantsService {
         scope,
         institutionId: input.institution,
         accountIds: accountIds?.length ? accountIds : undefined,
-        usersearch: input.usersearch?.trim() ? input.usersearch : undefined,
+        usersearch: searchTerm(input.usersearch),
         adminOnly: input.admin_only === true,
         systemOnly: input.system_only === true,
       },

@@ -9,6 +9,7 @@ import { assertOwnHistory, feedbackListingScope } from './conversation.policy.js
 import * as repo from './histories.repository.js';
 import type { FeedbacksInput, HistoriesInput, PatchHistoryInput } from './histories.schemas.js';
 import { regexSize } from './regex-size.js';
+import { searchTerm } from '../../db/search.js';
 
 /** Long strings of inputs and outputs are trimmed to this many characters in listings. */
 export const TRIM_CHARS = 200;
@@ -153,7 +154,7 @@ export class HistoriesService {
     if (accountIds?.some((id) => !isUuid(id))) throw badField('account', 'account must be space-separated account ids');
     const { rows, total } = await repo.listFeedbacks(
       this.ctx.db,
-      { scope, institutionId: input.institution, accountIds: accountIds?.length ? accountIds : undefined, usersearch: input.usersearch?.trim() ? input.usersearch : undefined },
+      { scope, institutionId: input.institution, accountIds: accountIds?.length ? accountIds : undefined, usersearch: searchTerm(input.usersearch) },
       { limit, offset },
     );
     const data = rows.map((r) => ({

@@ -40,6 +40,7 @@ import { WindowCounter } from '../../shared/window-counter.js';
 import { presentAccount, presentAdminUser, presentInstitution, presentInstitutionsUsage } from './tenancy.presenters.js';
 import * as repo from './tenancy.repository.js';
 import type { AccountsListInput, CreateInstitutionInput, CreateUserInput, PatchInstitutionInput, PatchUserInput } from './tenancy.schemas.js';
+import { searchTerm } from '../../db/search.js';
 
 /** Request field → column of the institutions table, for every settable institution field. */
 const INSTITUTION_COLUMNS = {
@@ -282,7 +283,7 @@ export class TenancyService {
     const minimum = input.minimum === true;
     const { page, pageSize, limit, offset } = pageWindow(minimum ? { ...input, page: 1 } : input);
     // The term is matched literally, spaces included; a blank term is no filter.
-    const search = input.accountsearch?.trim() ? input.accountsearch : undefined;
+    const search = searchTerm(input.accountsearch);
     const { rows, total } = await repo.listAccounts(
       this.db,
       { accountIds: scope.all ? null : scope.accountIds, search, activeOnly: input.activeOnly === true },
@@ -381,7 +382,7 @@ export class TenancyService {
   async listInstitutions(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; search?: string }) {
     const scope = listingScope(auth, 'institutions.read');
     const { page, pageSize, limit, offset } = pageWindow(query);
-    const search = query.search?.trim() ? query.search : undefined;
+    const search = searchTerm(query.search);
     const { rows, total } = await repo.listInstitutions(
       this.db,
       { scope, accountIds: idList(query.account), search },
@@ -525,7 +526,7 @@ export class TenancyService {
   async listUsers(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; institution?: string; search?: string }) {
     const scope = listingScope(auth, 'users.read');
     const { page, pageSize, limit, offset } = pageWindow(query);
-    const search = query.search?.trim() ? query.search : undefined;
+    const search = searchTerm(query.search);
     const { rows, total } = await repo.listUsers(
       this.db,
       { scope, accountIds: idList(query.account), institutionId: query.institution, search },

@@ -186,7 +186,7 @@ export class CollectionsService {
    * active, the sub-collections there. Without a status filter, deleted files are left out.
    */
   async selectAllIds(auth: AuthContext, input: SelectAllIdsInput) {
-    const search = input.fileNameSearch?.trim() ? fileNameTerm(input.fileNameSearch) : undefined;
+    const search = fileNameTerm(input.fileNameSearch);
     const filtered = search !== undefined || input.status !== undefined;
 
     let parentId: string | null = null;

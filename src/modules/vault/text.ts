@@ -1,3 +1,5 @@
+import { searchTerm } from '../../db/search.js';
+
 /**
  * Text of names shown to other people (collection names, file names and titles): Unicode format
  * characters (category Cf: zero-width spaces and joiners, bidi overrides and isolates, the BOM, ...)
@@ -21,8 +23,11 @@ function storedCharacters(text: string): string {
     .replace(/\s+/gu, ' ');
 }
 
-/** A file-name search term as stored names are written (cleanFileName), its spaces kept: "a<TAB>b" finds "a_b.txt". */
-export const fileNameTerm = (term: string): string => storedCharacters(term);
+/** A file-name search term as stored names are written (cleanFileName), its spaces kept: "a<TAB>b" finds "a_b.txt"; undefined when blank (no filter). */
+export function fileNameTerm(term: string | undefined): string | undefined {
+  const given = searchTerm(term);
+  return given === undefined ? undefined : storedCharacters(given);
+}
 
 /** The longest stored file name, in Unicode code points. */
 export const MAX_FILE_NAME_CHARS = 255;

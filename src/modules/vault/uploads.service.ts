@@ -375,7 +375,8 @@ export class UploadsService {
     if (q.collection === 'root') filters.collectionId = null;
     else if (q.collection) filters.collectionId = q.collection;
     filters.status = q.status;
-    if (q.fileNameSearch?.trim()) filters.fileNameSearch = fileNameTerm(q.fileNameSearch);
+    const fileName = fileNameTerm(q.fileNameSearch);
+    if (fileName !== undefined) filters.fileNameSearch = fileName;
     const { rows, total } = await repo.listVisibleUploads(this.ctx.db, auth, filters, limit, offset);
     return { rows, total, page, pageSize };
   }
