@@ -168,12 +168,14 @@ function budgetClock(budgetMs: number): () => void {
 
 /**
  * Ids of the records in scope that the pattern matches, newest first: the first `limit` of them, and how many
- * there are in all when `countAll` (else the count stops with the page that filled the limit).
+ * there are in all when `countAll` (else the count stops with the page that filled the limit). `scanned`
+ * is the number of records in scope read; with `countAll`, every one of them.
  */
-async function searchPages(db: DbOrTx, scope: SQL[], pattern: string, limit: number, countAll: boolean, budgetMs: number): Promise<{ ids: string[]; total: number }> {
+async function searchPages(db: DbOrTx, scope: SQL[], pattern: string, limit: number, countAll: boolean, budgetMs: number): Promise<{ ids: string[]; total: number; scanned: number }> {
   const nextPage = budgetClock(budgetMs);
   const ids: string[] = [];
   let total = 0;
+  let scanned = 0;
   let cursor: { at: string; id: string } | undefined;
   for (;;) {
     const after = cursor ? [sql`(h.created_at, h.id) < (${cursor.at}::timestamptz, ${cursor.id})`] : [];
@@ -183,6 +185,7 @@ async function searchPages(db: DbOrTx, scope: SQL[], pattern: string, limit: num
             from histories h where ${sql.join([...scope, ...after], sql` and `)}
            order by h.created_at desc, h.id desc limit ${SEARCH_SIZE_WINDOW}`,
     );
+    scanned += window.length;
     for (let i = 0; i < window.length; ) {
       const end = pageEnd(window, i);
       const page = window.slice(i, end);
@@ -193,9 +196,9 @@ async function searchPages(db: DbOrTx, scope: SQL[], pattern: string, limit: num
         total++;
         if (ids.length < limit) ids.push(r.id);
       }
-      if (!countAll && ids.length >= limit) return { ids, total };
+      if (!countAll && ids.length >= limit) return { ids, total, scanned };
     }
-    if (window.length < SEARCH_SIZE_WINDOW) return { ids, total };
+    if (window.length < SEARCH_SIZE_WINDOW) return { ids, total, scanned };
     const last = window[window.length - 1]!;
     cursor = { at: last.at, id: last.id };
   }
@@ -246,9 +249,10 @@ export async function listHistories(db: DbOrTx, q: HistoryQuery, withTotals: boo
       ? await rowsOf<HistoryView>(db, sql`${VIEW} where h.id = any(${textArray(found.ids)}::text[]) ${order}`)
       : [];
   if (!withTotals) return { rows, total: undefined, totalInScope: undefined };
+  if (found) return { rows, total: found.total, totalInScope: found.scanned }; // the search read every record in scope
   const [t] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from histories h where ${where}`);
   const inScope = Number(t?.n ?? 0);
-  return { rows, total: found ? found.total : inScope, totalInScope: inScope };
+  return { rows, total: inScope, totalInScope: inScope };
 }
 
 export interface FeedbackFilter {
