@@ -597,15 +597,20 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.ok(messages.includes('user:turn three'));
   });
 
-  test('tools: function calls are run (streamed arguments included), kept on the record, and removed by toolsDisabled', async () => {
+  /** An assistant of a1 (made by its admin, shared) offered every tool; its id. */
+  const toolAssistant = async (name: string): Promise<string> => {
     const created = await t.app.inject({
       method: 'POST',
       url: '/api/user/assistant',
       headers: bearer(tok.adminA1!),
-      payload: { name: 'Tool user', instructions: 'Use tools.', institution_shared: true, assistantToolMode: 'all' },
+      payload: { name, instructions: 'Use tools.', institution_shared: true, assistantToolMode: 'all' },
     });
     assert.equal(created.statusCode, 201, created.body);
-    const assistantId = created.json().data._id;
+    return created.json().data._id;
+  };
+
+  test('tools: function calls are run (streamed arguments included), kept on the record, and removed by toolsDisabled', async () => {
+    const assistantId = await toolAssistant('Tool user');
     stub.setChatHandler(({ body }) => {
       const last = body.messages.at(-1);
       if (last.role === 'tool') return { content: `The tool said: ${last.content}`, usage: { prompt_tokens: 300, completion_tokens: 10 } };
@@ -640,20 +645,14 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
   });
 
   test('the calls of a tool round are priced exactly and rounded up once: two calls with a fraction of a credit unit each', async () => {
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/api/user/assistant',
-      headers: bearer(tok.adminA1!),
-      payload: { name: 'Fine-priced tool user', instructions: 'Use tools.', institution_shared: true, assistantToolMode: 'all' },
-    });
-    assert.equal(created.statusCode, 201, created.body);
+    const assistantId = await toolAssistant('Fine-priced tool user');
     // stub-fine costs 0.15 / 0.05 credits per 1k tokens: 1.5 / 0.5 units of 0.0001 a token
     stub.setChatHandler(({ body }) => {
       const last = body.messages.at(-1);
       if (last.role === 'tool') return { content: 'done', model: 'stub-fine', usage: { prompt_tokens: 301, completion_tokens: 10 } };
       return { content: '', model: 'stub-fine', toolCalls: [{ name: 'current_datetime', arguments: '{"timezone":"UTC"}' }], usage: { prompt_tokens: 201, completion_tokens: 4 } };
     });
-    const res = await ask(tok.userA1!, { inputs: ['what time is it?'], requestArgs: { assistantId: created.json().data._id, ragIgnore: true } });
+    const res = await ask(tok.userA1!, { inputs: ['what time is it?'], requestArgs: { assistantId, ragIgnore: true } });
     assert.equal(res.statusCode, 200, res.body);
     // exactly 303.5 + 456.5 = 760 units: 0.076 (each call rounded up on its own would be 304 + 457 = 0.0761)
     assert.equal(res.json().credits, 0.076);
