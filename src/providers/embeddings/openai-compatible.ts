@@ -8,7 +8,8 @@ import type { Embedder, EmbeddingsConfig } from './types.js';
  *
  * - texts go in batches of `batchSize`, one request after the other, in input order;
  * - each request asks for `dimensions` floats; the answer is put in order by `index`, and must hold
- *   one vector per text, each exactly `dimensions` long (else an Error naming both lengths);
+ *   one vector per text, each exactly `dimensions` long of finite numbers (else an {@link UpstreamError}
+ *   naming both lengths: the provider's answer is at fault, not the request, so the API answers 502);
  * - vectors are L2-normalised here, whatever the server does;
  * - an empty (or blank) text is not sent (servers reject it) and gets the zero vector;
  * - the SDK retries 408/409/429/5xx and connection failures `maxRetries` times; what still fails is
@@ -74,14 +75,14 @@ export class OpenAiCompatibleEmbedder implements Embedder {
     }
     const data = Array.isArray(res?.data) ? [...res.data] : [];
     if (data.length !== input.length) {
-      throw new Error(`The embedding provider returned ${data.length} vectors for ${input.length} texts (model ${this.model})`);
+      throw new UpstreamError(`The embedding provider returned ${data.length} vectors for ${input.length} texts (model ${this.model})`);
     }
     data.sort((a, b) => a.index - b.index);
     return data.map((item, k) => {
-      if (item.index !== k) throw new Error(`The embedding provider returned an unexpected index ${item.index} (model ${this.model})`);
+      if (item.index !== k) throw new UpstreamError(`The embedding provider returned an unexpected index ${item.index} (model ${this.model})`);
       const vector = item.embedding;
       if (!Array.isArray(vector) || vector.length !== this.dimensions) {
-        throw new Error(
+        throw new UpstreamError(
           `The embedding provider returned vectors of length ${Array.isArray(vector) ? vector.length : 'unknown'}, ` +
             `expected ${this.dimensions} (EMBEDDINGS_DIMENSIONS; model ${this.model})`,
         );
@@ -105,7 +106,9 @@ export class OpenAiCompatibleEmbedder implements Embedder {
         err.status,
       );
     }
-    return err;
+    if (err instanceof UpstreamError) return err;
+    // anything else the SDK throws (an answer it cannot parse, ...) is still the provider's failure
+    return new UpstreamError(`The embedding provider call failed: ${err instanceof Error ? err.message : String(err)}`);
   }
 }
 
@@ -113,7 +116,7 @@ export class OpenAiCompatibleEmbedder implements Embedder {
 export function normalise(vector: readonly number[]): number[] {
   let norm = 0;
   for (const x of vector) {
-    if (typeof x !== 'number' || !Number.isFinite(x)) throw new Error('The embedding provider returned a vector with a non-numeric value');
+    if (typeof x !== 'number' || !Number.isFinite(x)) throw new UpstreamError('The embedding provider returned a vector with a non-numeric value');
     norm += x * x;
   }
   if (norm === 0) return [...vector];

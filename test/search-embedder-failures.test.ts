@@ -1,0 +1,96 @@
+/**
+ * An embedding provider that fails, or answers but answers wrongly (vectors of the wrong size, a wrong
+ * count), is an upstream failure on every route that embeds: the contract's 502 UPSTREAM_FAILED, never a
+ * 500 INTERNAL. The provider is a real local HTTP server speaking the OpenAI wire format.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'drizzle-orm';
+import { buildWorld, type World } from './authz/fixture.js';
+import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+
+let w: World;
+let stub: OpenAiStub;
+
+describe('search and chunk edits: embedding provider failures are 502s', () => {
+  before(async () => {
+    stub = await startOpenAiStub();
+    w = await buildWorld({
+      env: {
+        EMBEDDINGS_PROVIDER: 'openai-compatible',
+        EMBEDDINGS_BASE_URL: stub.baseUrl,
+        EMBEDDINGS_MODEL: 'stub-embedding',
+        EMBEDDINGS_MAX_RETRIES: '0',
+        QANDA_RATE_LIMIT_PER_MINUTE: '1000',
+        SEARCH_RATE_LIMIT_PER_MINUTE: '1000',
+      },
+    });
+    await w.database.db.execute(sql`update institutions set credits = 100000, max_completion_tokens = 50 where id = ${w.a1.id}`);
+  });
+  after(async () => {
+    await w?.close();
+    await stub?.close();
+  });
+
+  const search = () => w.app.inject({ method: 'POST', url: '/api/user/files/search-content', headers: w.headersFor('member'), payload: { query: 'speed of light' } });
+
+  test('sanity: search works through the stub embedder', async () => {
+    const res = await search();
+    assert.equal(res.statusCode, 200, res.body);
+    assert.ok(res.json().results.length > 0, 'results found');
+  });
+
+  test('search-content: a provider that is down is a 502', async () => {
+    stub.failNext(1, 503);
+    const res = await search();
+    assert.equal(res.statusCode, 502, res.body);
+    assert.equal(res.json().error.code, 'UPSTREAM_FAILED', 'code');
+  });
+
+  test('search-content: vectors of the wrong size are an upstream failure (502), not a 500', async () => {
+    stub.setEmbeddingsHandler(({ texts }) => texts.map(() => [1, 0, 0]));
+    try {
+      const res = await search();
+      assert.equal(res.statusCode, 502, `got ${res.statusCode} ${res.body}`);
+      assert.equal(res.json().error.code, 'UPSTREAM_FAILED');
+    } finally {
+      stub.setEmbeddingsHandler(null);
+    }
+  });
+
+  test('search-content: a wrong number of vectors is an upstream failure (502), not a 500', async () => {
+    stub.setEmbeddingsHandler(() => []);
+    try {
+      const res = await search();
+      assert.equal(res.statusCode, 502, `got ${res.statusCode} ${res.body}`);
+    } finally {
+      stub.setEmbeddingsHandler(null);
+    }
+  });
+
+  test('Q&A: vectors of the wrong size are an upstream failure (502), not a 500', async () => {
+    stub.setEmbeddingsHandler(({ texts }) => texts.map(() => [1, 0, 0]));
+    try {
+      const res = await w.app.inject({ method: 'POST', url: '/api/ai/personal/qanda', headers: w.headersFor('member'), payload: { id: 1, inputs: ['What is the speed of light?'] } });
+      assert.equal(res.statusCode, 502, `got ${res.statusCode} ${res.body}`);
+    } finally {
+      stub.setEmbeddingsHandler(null);
+    }
+  });
+
+  test('PUT /api/user/embedding/{id}: vectors of the wrong size are a 502 and nothing changes', async () => {
+    stub.setEmbeddingsHandler(({ texts }) => texts.map(() => [1, 0, 0]));
+    try {
+      const url = `/api/user/embedding/${w.records.personalFile.chunkId}`;
+      const before = await w.app.inject({ method: 'GET', url, headers: w.headersFor('member') });
+      assert.equal(before.statusCode, 200, before.body);
+      const res = await w.app.inject({ method: 'PUT', url, headers: w.headersFor('member'), payload: { sanitizedText: 'New text.' } });
+      assert.equal(res.statusCode, 502, `got ${res.statusCode} ${res.body}`);
+      assert.equal(res.json().error.code, 'UPSTREAM_FAILED');
+      const afterwards = await w.app.inject({ method: 'GET', url, headers: w.headersFor('member') });
+      assert.deepEqual(afterwards.json(), before.json(), 'the chunk is unchanged');
+    } finally {
+      stub.setEmbeddingsHandler(null);
+    }
+  });
+});
