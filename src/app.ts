@@ -20,6 +20,7 @@ import { LISTED_ERRORS_MAX, registerErrorHandling } from './http/errors.plugin.j
 import { staticSecurityHeaders } from './http/security-headers.js';
 import type { Registry } from 'prom-client';
 import { registerMetrics } from './http/metrics.plugin.js';
+import { openapiTransforms } from './http/openapi.js';
 import { DEFAULT_VECTOR_DRAIN, VECTOR_DRAIN_LOCK_TIMEOUT_MS, VectorDrain } from './modules/search/vector-drain.js';
 import type { App } from './http/types.js';
 import { healthRoutes } from './modules/health/health.routes.js';
@@ -347,6 +348,7 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute']): 
     errorResponseBuilder: (_request, context) => new AppError(429, 'RATE_LIMITED', `Too many requests, retry in ${context.after}`, [], { 'retry-after': String(Math.max(1, Math.ceil(context.ttl / 1000))) }),
   });
   await app.register(swagger, {
+    ...openapiTransforms(),
     openapi: {
       openapi: '3.1.0',
       info: {

@@ -268,6 +268,41 @@ describe('platform: errors, operations, OpenAPI', () => {
     assert.equal(docs.statusCode, 200);
     assert.match(docs.body, /swagger/i);
   });
+
+  test('OpenAPI: the statuses every route shares are documented on every route (400/413/415 before a body is read, Retry-After on 429)', async () => {
+    const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+      paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, unknown> }>; requestBody?: { required?: boolean } }>>;
+    };
+    const operations = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })));
+    const withBody = operations.filter(({ method }) => ['post', 'put', 'patch', 'delete'].includes(method));
+    assert.ok(withBody.length >= 40, `only ${withBody.length} operations that may carry a body`);
+    for (const { path, method, op } of withBody) {
+      for (const status of ['400', '413', '415']) assert.ok(op.responses[status], `${method} ${path} does not document ${status}`);
+    }
+    const limited = operations.filter(({ op }) => op.responses['429']);
+    assert.ok(limited.length >= 10, `only ${limited.length} operations document a 429`);
+    for (const { path, method, op } of limited) assert.ok(op.responses['429']!.headers?.['Retry-After'], `${method} ${path}: its 429 does not declare Retry-After`);
+    // routes that take no body at all say so (and answer without one); the others keep their body required
+    const { accessToken } = await login(t.app, world.superadmin.email);
+    for (const path of ['/api/user/histories', '/api/admin/accounts', '/api/admin/sessions', '/api/admin/feedbacks', '/api/admin/assistants']) {
+      assert.equal(doc.paths[path]!.post!.requestBody?.required, false, `${path}: its body is optional`);
+      const res = await t.app.inject({ method: 'POST', url: path, headers: bearer(accessToken) });
+      assert.equal(res.statusCode, 200, `${path} without a body: ${res.body}`);
+    }
+    assert.equal(doc.paths['/api/user/files/search-content']!.post!.requestBody?.required, true);
+    assert.ok(doc.paths['/api/user/files/search-content']!.post!.responses['502'], 'search-content documents its 502 (embedding provider)');
+
+    // and the route answers them as documented
+    const url = '/api/user/files/search-content';
+    const form = await t.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'query=x' });
+    assert.equal(form.statusCode, 415, form.body);
+    assert.equal(form.json().error.code, 'UNSUPPORTED_MEDIA_TYPE');
+    const big = await t.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ query: 'x'.repeat(3 * 1024 * 1024) }) });
+    assert.equal(big.statusCode, 413, big.body);
+    assert.equal(big.json().error.code, 'PAYLOAD_TOO_LARGE');
+    const broken = await t.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: '{"query":' });
+    assert.equal(broken.statusCode, 400, broken.body);
+  });
 });
 
 describe('platform: unexpected errors never leak internals', () => {

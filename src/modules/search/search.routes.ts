@@ -60,10 +60,11 @@ export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
           '`uploadCount` the distinct uploads searched. Snippets: about 200 characters around the densest cluster of query terms (never ' +
           'over 400); exactly `[confidential]` for confidential institution and account files, whose text appears in no other field either. ' +
           `Rate limit: ${config.searchRateLimitPerMinute} requests per user per minute (SEARCH_RATE_LIMIT_PER_MINUTE), then 429 with ` +
-          'Retry-After; requests refused by validation are not counted.',
+          'Retry-After; requests refused by validation are not counted. An embedding provider that fails after its retries, or answers ' +
+          'with vectors of the wrong number or size, is a 502 UPSTREAM_FAILED.',
         security: SECURED,
         body: SearchContentBody,
-        response: { 200: SearchContentResponse, ...errorResponses(400, 401, 403, 429) },
+        response: { 200: SearchContentResponse, ...errorResponses(400, 401, 403, 429, 502) },
       },
       // malformed ids in it are dropped silently (spec rule 1), those holding a NUL too
       config: { idListsDroppingMalformed: ['selectedUploadIds'] },

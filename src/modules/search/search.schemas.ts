@@ -6,7 +6,9 @@ export const MAX_QUERY_CHARS = 500;
 export const SearchContentBody = Type.Object({
   query: Type.String({
     maxLength: 4 * MAX_QUERY_CHARS,
-    description: `1 to ${MAX_QUERY_CHARS} characters after trimming (a longer or blank query is a 400)`,
+    description:
+      `1 to ${MAX_QUERY_CHARS} characters after trimming (a longer or blank query is a 400). ` +
+      `maxLength bounds the string as sent, surrounding whitespace included (${4 * MAX_QUERY_CHARS}); the bound that matters is the ${MAX_QUERY_CHARS} after trimming`,
   }),
   selectedUploadIds: Type.Optional(
     Type.Array(Type.Unknown(), {

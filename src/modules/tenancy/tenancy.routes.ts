@@ -291,7 +291,7 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           `An account or institution the caller cannot see is 404. ${SCOPE_NOTE}`,
         security: SECURED,
         body: CreateUserBody,
-        response: { 201: AdminUserResponse, ...errorResponses(400, 401, 403, 404, 409) },
+        response: { 201: AdminUserResponse, ...errorResponses(400, 401, 403, 404, 409, 429) },
       },
       ...admin,
     },
