@@ -21,6 +21,7 @@ import { staticSecurityHeaders } from './http/security-headers.js';
 import type { Registry } from 'prom-client';
 import { registerMetrics } from './http/metrics.plugin.js';
 import { openapiTransforms } from './http/openapi.js';
+import { Shutdown } from './platform/shutdown.js';
 import { DEFAULT_VECTOR_DRAIN, VECTOR_DRAIN_LOCK_TIMEOUT_MS, VectorDrain } from './modules/search/vector-drain.js';
 import type { App } from './http/types.js';
 import { healthRoutes } from './modules/health/health.routes.js';
@@ -181,8 +182,9 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   opening?.catch(() => undefined); // observed below; not an unhandled rejection while the HTTP side is set up
   let app: App;
   let database: Database;
+  const shutdown = new Shutdown(config.shutdownTimeoutMs);
   try {
-    app = await httpApp(config, options.onRoute);
+    app = await httpApp(config, options.onRoute, shutdown);
     onConnectionError = (err) => app.log.warn({ err }, 'a database connection failed (idle, or inside a transaction); the pool opens a new one');
     database = options.database ?? (await opening!);
     if (!options.skipMigrations) await database.migrate();
@@ -221,6 +223,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
       ...(database.background ? { giveWay: { activity: database.background.activity, ...BACKGROUND_GIVE_WAY } } : {}),
       ...(database.kind === 'pglite' ? { vacuum: true } : { vacuum: false, lockTimeoutMs: VECTOR_DRAIN_LOCK_TIMEOUT_MS }),
     }),
+    shutdown,
   };
   app.decorate('ctx', ctx);
   await healthRoutes(app, ctx);
@@ -253,7 +256,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
 }
 
 /** The HTTP side: Fastify with its parsers, hooks, plugins and the OpenAPI document; nothing here needs the database. */
-async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute']): Promise<App> {
+async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], shutdown: Shutdown): Promise<App> {
   // JSON only, so no content security policy is needed on the API (and /docs needs its inline script);
   // nosniff, frame and referrer protection on every answer; HSTS when configured (behind TLS). helmet's
   // headers, computed once, set by one hook into Fastify's own header object (written once with the
@@ -285,6 +288,9 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute']): 
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // Fastify times each step of close() (and of the start) by this: the default 10 s would let the database
+    // close under a shutdown still draining (platform/shutdown.ts), whose budget bounds it instead.
+    pluginTimeout: Math.max(10_000, shutdown.budgetMs + 5_000),
     // Errors Node's HTTP parser raises before there is a request (headers too large, a timeout, a
     // malformed request line) still answer with the contract's body.
     clientErrorHandler: clientErrorAnswerer(securityHeaders),
@@ -318,8 +324,10 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute']): 
     done(null, payload);
   });
   let closing = false;
+  // the first close hook: the requests in flight finish (or are stopped) before sockets, workers and the database close
   app.addHook('preClose', async () => {
     closing = true;
+    await shutdown.drain();
   });
 
   app.decorateRequest('auth', null);
@@ -327,6 +335,7 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute']): 
   registerErrorHandling(app);
   app.addHook('onRequest', (_request, reply, done) => {
     reply.headers(securityHeaders);
+    shutdown.track(reply.raw);
     done();
   });
   // Cross-origin browsers are allowed only from the configured origins. Without CORS_ORIGINS the plugin

@@ -12,6 +12,8 @@ export interface AppConfig {
   nodeEnv: NodeEnv;
   port: number;
   host: string;
+  /** What a graceful shutdown may take in all (platform/shutdown.ts). */
+  shutdownTimeoutMs: number;
   dataDir: string;
   databaseUrl?: string;
   redisUrl?: string;
@@ -328,6 +330,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     nodeEnv,
     port: int('PORT', 3000, 0, 65535),
     host: str('HOST') ?? '0.0.0.0',
+    shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 30_000, 1_000, 600_000),
     dataDir,
     databaseUrl: url('DATABASE_URL'),
     redisUrl: url('REDIS_URL'),

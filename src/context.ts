@@ -11,6 +11,7 @@ import type { SegmentCache } from './modules/search/segments.js';
 import type { IndexWarmer } from './modules/search/indexing.js';
 import type { VectorDrain } from './modules/search/vector-drain.js';
 import type { Clock } from './shared/clock.js';
+import type { Shutdown } from './platform/shutdown.js';
 
 /** The edges of the world: each has a local default and a real implementation chosen by configuration. */
 export interface Providers {
@@ -41,4 +42,6 @@ export interface AppContext {
   vectorDrain: VectorDrain;
   /** Reads a newly ingested file's index into searchIndex in the background (search/indexing.ts). */
   indexWarmer: IndexWarmer;
+  /** The graceful shutdown's steps and signals (platform/shutdown.ts): background work stops on `closing`, long upstream calls on `inFlight`. */
+  shutdown: Shutdown;
 }

@@ -4,7 +4,8 @@ import type { EarlyPglite } from './db/early.js';
 
 /**
  * Listens and handles SIGTERM/SIGINT: stop accepting (Fastify answers 503 to new requests while
- * closing), let in-flight requests finish, stop workers, close the database — then exit.
+ * closing), let in-flight requests finish, stop workers, close the database — then exit; all within
+ * SHUTDOWN_TIMEOUT_MS (platform/shutdown.ts says in which order).
  */
 export async function serve(config: AppConfig, early?: EarlyPglite): Promise<App> {
   const started = performance.now();
@@ -17,10 +18,13 @@ export async function serve(config: AppConfig, early?: EarlyPglite): Promise<App
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down: draining in-flight requests');
+    // platform/shutdown.ts keeps within the budget (requests still running at its end are stopped and answered):
+    // this is the last resort if something else hangs
+    const budgetMs = app.ctx.shutdown.budgetMs;
     const force = setTimeout(() => {
-      app.log.error('shutdown took longer than 25 s; exiting');
+      app.log.error(`shutdown took longer than SHUTDOWN_TIMEOUT_MS (${budgetMs} ms); exiting`);
       process.exit(1);
-    }, 25_000);
+    }, budgetMs);
     force.unref();
     app
       .close()

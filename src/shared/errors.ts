@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'CONTENT_BLOCKED'
   | 'RATE_LIMITED'
   | 'UPSTREAM_FAILED'
+  | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL';
 
 export interface ErrorDetail {

@@ -303,6 +303,8 @@ export class QandaService {
             maxTokens,
             context: prompt.context,
             ...(offerTools ? { tools: offerTools } : {}),
+            // a shutdown that runs out of time stops the call: the reservation is released and the caller told (503)
+            signal: ctx.shutdown.inFlight,
           };
           let result: ChatResult;
           try {
@@ -310,9 +312,11 @@ export class QandaService {
           } catch (err) {
             // The provider's own words stay in the log (as in the error handler): they may name hosts or models.
             const upstream = err instanceof UpstreamError || (err instanceof Error && err.name === 'UpstreamError');
+            const stopped = err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE';
             if (upstream) ctx.log.warn({ err }, 'model provider failed during Q&A');
+            else if (stopped) ctx.log.info('a model call was stopped by the shutdown');
             else ctx.log.error({ err }, 'the answer could not be produced');
-            const failure = upstream ? upstreamFailed('The model provider failed; try again later') : new AppError(500, 'INTERNAL', 'The answer could not be produced');
+            const failure = upstream ? upstreamFailed('The model provider failed; try again later') : stopped ? err : new AppError(500, 'INTERNAL', 'The answer could not be produced');
             // the last event says what the answer used and cost, as a successful one does (contract §6); it is
             // sent once the failure is settled (so its credits are the ones charged), and also if settling failed
             throw await fail(failure, usage.totalTokens, Boolean(sink)).finally(() =>

@@ -44,20 +44,35 @@ export function registerIngestion(app: App, ctx: AppContext): void {
     } catch (err) {
       ctx.log.error({ err }, 'embedder check failed');
     }
-    for (let i = 0; i < config.ingestWorkers; i++) {
+    for (let i = 0; i < config.ingestWorkers && !ctx.shutdown.closing.aborted; i++) {
       const sandbox = new IngestSandbox({ heapMb: config.ingest.workerHeapMb, timeoutMs: config.ingest.timeoutMs });
       sandboxes.push(sandbox);
       const deps = depsWith(sandbox);
-      const worker = new Worker({ db: ctx.db, queue: INGEST_QUEUE, handler: ingestJobHandler(deps), onGiveUp: ingestGiveUp(deps), log: ctx.log, clock: ctx.clock });
+      const worker = new Worker({
+        db: ctx.db,
+        queue: INGEST_QUEUE,
+        handler: ingestJobHandler(deps),
+        onGiveUp: ingestGiveUp(deps),
+        log: ctx.log,
+        clock: ctx.clock,
+        // a job still running when the shutdown's requests have drained is aborted and released (its attempt given back)
+        stopGraceMs: ctx.shutdown.jobGraceMs,
+      });
       worker.start();
       workers.push(worker);
     }
   });
 
-  // preClose, not onClose: onClose hooks run in reverse order of registration, so app.ts's hook that
-  // closes the database (added after the routes) would run first; the workers must stop before it.
-  app.addHook('preClose', async () => {
-    await Promise.all(workers.splice(0).map((w) => w.stop()));
-    await Promise.all(sandboxes.splice(0).map((s) => s.close()));
-  });
+  // The workers stop as soon as the shutdown begins (their running job's grace counts from then, alongside
+  // the requests' drain), and are waited for in preClose, not onClose: onClose hooks run in reverse order of
+  // registration, so app.ts's hook that closes the database (added after the routes) would run first.
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      await Promise.all(workers.splice(0).map((w) => w.stop()));
+      await Promise.all(sandboxes.splice(0).map((s) => s.close()));
+    })());
+  // (a failure is reported by the preClose hook, which awaits the same promise)
+  ctx.shutdown.closing.addEventListener('abort', () => void stop().catch(() => undefined), { once: true });
+  app.addHook('preClose', stop);
 }
