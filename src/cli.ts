@@ -30,15 +30,30 @@ async function withDatabase<T>(config: AppConfig, fn: (db: Database) => Promise<
   }
 }
 
+/** The options, with parseArgs' own errors (missing value, unknown option, stray argument) turned into usage errors. */
+function parseOptions(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      options: { email: { type: 'string' }, password: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      allowPositionals: false,
+      strict: true,
+    }).values;
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError((err as Error).message);
+    throw err;
+  }
+}
+
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.env, out: (line: string) => void = console.log): Promise<number> {
   const [command, ...rest] = argv;
-  const { values } = parseArgs({
-    args: rest,
-    options: { email: { type: 'string' }, password: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-    allowPositionals: false,
-    strict: true,
-  });
-  if (!command || values.help || command === 'help') {
+  if (command === 'help' || command === '--help' || command === '-h') {
+    out(USAGE);
+    return 0;
+  }
+  const values = parseOptions(rest);
+  if (!command || values.help) {
     out(USAGE);
     return command ? 0 : 1;
   }
@@ -98,11 +113,81 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
       return 0;
     }
     default:
-      throw new UsageError(`Unknown command "${command}"\n\n${USAGE}`);
+      throw new UsageError(`Unknown command "${command}"`);
   }
 }
 
-class UsageError extends Error {}
+/** A wrong command line: its message and the usage are printed. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/**
+ * Plain Errors of other modules whose message already says everything the operator needs (no stack):
+ * the embedded database held by another process (db/lock.ts) and a second seed-demo (tenancy/seed-demo.ts).
+ */
+const SELF_EXPLAINING = [/^The embedded database in .+ is in use by process \d+/, /^The demo data already exists /];
+
+type SystemError = Error & { code?: unknown; syscall?: unknown; address?: unknown; port?: unknown; hostname?: unknown };
+
+/** host:port of a URL (never its credentials), with the scheme's default port. */
+function endpointOf(raw: string | undefined, defaultPort: number): { host: string; port: number } | undefined {
+  if (!raw) return undefined;
+  try {
+    const u = new URL(raw);
+    return { host: u.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost', port: Number(u.port) || defaultPort };
+  } catch {
+    return undefined;
+  }
+}
+
+const LISTEN_REASONS: Record<string, string> = {
+  EADDRINUSE: 'the address is in use',
+  EACCES: 'permission denied (ports below 1024 need privileges)',
+  EADDRNOTAVAIL: 'the address is not one of this machine\'s',
+};
+
+/**
+ * The one-line message for a failure the operator can act on (a wrong command line or configuration, a
+ * busy port, a database or Redis out of reach, ...), or undefined for one that is truly unexpected, whose
+ * stack is then printed. Names what failed by the variable that configures it, never with its credentials.
+ */
+export function failureMessage(err: unknown, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (err instanceof UsageError) return `${err.message}\n\n${USAGE}`;
+  if (err instanceof ConfigError) return err.message;
+  if (!(err instanceof Error)) return undefined;
+  if (SELF_EXPLAINING.some((re) => re.test(err.message))) return err.message;
+
+  // several addresses tried (a name with IPv4 and IPv6 addresses): the first one's details
+  let e = err as SystemError;
+  if (err instanceof AggregateError && err.errors[0] instanceof Error) e = err.errors[0] as SystemError;
+  const code = typeof e.code === 'string' ? e.code : undefined;
+  const syscall = typeof e.syscall === 'string' ? e.syscall : undefined;
+  const database = endpointOf(env.DATABASE_URL?.trim(), 5432);
+  const redis = endpointOf(env.REDIS_URL?.trim(), 6379);
+
+  // a PostgreSQL server that answered but refused (wrong password, no such database)
+  if (database && code && /^(28...|3D000)$/.test(code) && 'severity' in e) {
+    return `The database at DATABASE_URL ${database.host}:${database.port} refused the connection: ${e.message} (${code})`;
+  }
+  if (!code || !syscall) return undefined;
+  if (syscall === 'listen') {
+    const where = `${String(e.address ?? env.HOST ?? '')}:${String(e.port ?? env.PORT ?? '')}`;
+    return `Cannot listen on ${where} (HOST, PORT): ${LISTEN_REASONS[code] ?? e.message} (${code})`;
+  }
+  if (syscall === 'getaddrinfo' && typeof e.hostname === 'string') {
+    const name = e.hostname;
+    const what = database?.host === name ? 'Cannot reach the database at DATABASE_URL' : redis?.host === name ? 'Cannot reach Redis at REDIS_URL' : env.HOST?.trim() === name ? 'Cannot listen on HOST' : 'Cannot reach';
+    return `${what} ${name}: the host name does not resolve (${code})`;
+  }
+  if (syscall === 'connect' && typeof e.port === 'number') {
+    const where = `${String(e.address)}:${e.port}`;
+    if (database?.port === e.port) return `Cannot reach the database at DATABASE_URL ${database.host}:${database.port} (${code})`;
+    if (redis?.port === e.port) return `Cannot reach Redis at REDIS_URL ${redis.host}:${redis.port} (${code})`;
+    return `Cannot connect to ${where} (${code})`;
+  }
+  return undefined;
+}
 
 const isMain = process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href;
 if (isMain) {
@@ -111,8 +196,7 @@ if (isMain) {
       if (code >= 0) process.exit(code);
     },
     (err: unknown) => {
-      if (err instanceof ConfigError || err instanceof UsageError) console.error(err.message);
-      else console.error(err);
+      console.error(failureMessage(err) ?? err);
       process.exit(1);
     },
   );

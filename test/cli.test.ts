@@ -1,11 +1,43 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../bench/support.js';
 import { buildApp } from '../src/app.js';
 import { runCli } from '../src/cli.js';
+import { lockDataDir } from '../src/db/lock.js';
 import { testConfig } from './support/app.js';
+import { preparedDataDir } from './support/server-process.js';
+
+/**
+ * `npm run cli -- <args>` as its own process (what an operator sees: the top level's printing and exit
+ * code), with only the given environment (and PATH); killed if it runs past `timeoutMs`.
+ */
+function cliProcess(args: string[], env: Record<string, string>, timeoutMs = 120_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Fails unless the process failed with `message` on stderr and no stack frame anywhere in its output. */
+function assertCleanFailure(r: { code: number | null; stdout: string; stderr: string }, message: RegExp): void {
+  assert.ok(r.code !== 0 && r.code !== null, `exit code ${r.code}: ${r.stderr}`);
+  assert.match(r.stderr, message);
+  assert.doesNotMatch(r.stderr, /\n\s+at /, r.stderr);
+  assert.doesNotMatch(r.stdout, /\n\s+at /, r.stdout);
+}
 
 /** The CLI against a real temporary data directory (a fresh PGlite on disk, migrated by the CLI). */
 describe('CLI', () => {
@@ -40,6 +72,9 @@ describe('CLI', () => {
     assert.match(seeded.output, /ltiContextId https:\/\/lms\.example\.com\/courses\/physics/);
 
     await assert.rejects(run('seed-demo'), /demo data already exists/);
+    // as a process: one line, no stack
+    const secondProcess = await cliProcess(['seed-demo'], env());
+    assertCleanFailure(secondProcess, /^The demo data already exists \(demo\.owner@example\.com\); nothing was changed\.$/m);
 
     const app = await buildApp({ config: testConfig(dataDir, env()) });
     try {
@@ -124,6 +159,76 @@ describe('CLI', () => {
     await assert.rejects(run('create-admin', '--email', 'nope'), /needs --email/);
     await assert.rejects(run('create-admin', '--email', 'a@b.c', '--password', 'short'), /at least 8 characters/);
     await assert.rejects(run('frobnicate'), /Unknown command "frobnicate"/);
+  });
+});
+
+/**
+ * What an operator sees when a command cannot run: one clear line (and the usage for a wrong command line)
+ * on stderr, a non-zero exit, no stack trace. Each case fails before the command does any real work.
+ */
+describe('CLI failures as a process', () => {
+  const secrets = { NODE_ENV: 'test', LOG_LEVEL: 'silent', JWT_SECRET: 'cli-secret-cli-secret-cli-secret-0123456789', ENCRYPTION_KEY: 'cli-key-cli-key-cli-key-cli-key-0123456789' };
+  let dataDir: string;
+  before(async () => {
+    // restored from the migrated template: a server process opens it in about a second
+    dataDir = await preparedDataDir('twin-cli-fail-');
+  });
+  after(() => rmSync(dataDir, { recursive: true, force: true }));
+  const env = (more: Record<string, string> = {}) => ({ ...secrets, DATA_DIR: dataDir, ...more });
+
+  test('--help and -h print the usage and exit 0', async () => {
+    for (const flag of ['--help', '-h']) {
+      const r = await cliProcess([flag], env());
+      assert.equal(r.code, 0, `${flag}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stdout, /^Usage: npm run cli -- <command>/);
+      assert.doesNotMatch(r.stdout + r.stderr, /Unknown command/);
+    }
+  });
+
+  test('a wrong command line is a message and the usage, without a stack', async () => {
+    const cases: [string[], RegExp][] = [
+      [['create-admin', '--email'], /Option '--email <value>' argument missing/],
+      [['create-admin', '--email', 'a@b.c', '--password'], /Option '--password <value>' argument missing/],
+      [['seed-demo', '--force'], /Unknown option '--force'/],
+      [['migrate', 'now'], /Unexpected argument 'now'/],
+      [['frobnicate'], /Unknown command "frobnicate"/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await cliProcess(args, env());
+      assertCleanFailure(r, message);
+      assert.match(r.stderr, /\n\nUsage: npm run cli -- <command>/, args.join(' '));
+    }
+  });
+
+  test('serve on a port in use names the address', async () => {
+    const busy: Server = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    const { port } = busy.address() as { port: number };
+    try {
+      const r = await cliProcess(['serve'], env({ PORT: String(port), HOST: '127.0.0.1', INGEST_WORKERS: '0' }));
+      assertCleanFailure(r, new RegExp(`^Cannot listen on 127\\.0\\.0\\.1:${port} .*the address is in use \\(EADDRINUSE\\)$`, 'm'));
+    } finally {
+      await new Promise((resolve) => busy.close(resolve));
+    }
+  });
+
+  test('an embedded database held by another process is one line naming that process', async () => {
+    const pgdata = join(dataDir, 'pgdata');
+    mkdirSync(pgdata, { recursive: true });
+    const release = lockDataDir(pgdata); // this test process holds it, as a running server would
+    try {
+      const r = await cliProcess(['create-admin', '--email', 'x@example.com', '--password', 'longenough1'], env());
+      assertCleanFailure(r, new RegExp(`is in use by process ${process.pid}\\. Stop that process first`));
+    } finally {
+      release();
+    }
+  });
+
+  test('an unreachable DATABASE_URL names the database by host and port, not its password', async () => {
+    const port = await freePort(); // just closed: nothing listens there
+    const r = await cliProcess(['migrate'], env({ DATABASE_URL: `postgres://twin:pg-secret-pw@127.0.0.1:${port}/twin` }));
+    assertCleanFailure(r, new RegExp(`^Cannot reach the database at DATABASE_URL 127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\)$`, 'm'));
+    assert.doesNotMatch(r.stderr, /pg-secret-pw/);
   });
 });
 

@@ -1,0 +1,62 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { failureMessage } from '../src/cli.js';
+import { ConfigError } from '../src/config.js';
+
+/** An error shaped as Node's system errors are (code, syscall and where). */
+const systemError = (message: string, fields: Record<string, unknown>): Error => Object.assign(new Error(message), fields);
+
+/**
+ * The command line's top level prints failureMessage(err) without a stack when it names the failure, the
+ * stack only when it does not (a truly unexpected error). The process-level cases are in cli.test.ts; these
+ * are the ones a test cannot provoke on 127.0.0.1 alone (DNS, privileges, a PostgreSQL that refuses).
+ */
+describe('failureMessage: one line for the failures an operator can act on', () => {
+  const env = { DATABASE_URL: 'postgres://twin:pg-secret-pw@db.example.com:6543/twin', REDIS_URL: 'redis://:redis-secret-pw@cache.example.com:6380', HOST: 'api.example.com', PORT: '80' };
+
+  test('listening: the address, and why it cannot be had', () => {
+    assert.equal(
+      failureMessage(systemError('listen EADDRINUSE: address already in use 127.0.0.1:3000', { code: 'EADDRINUSE', syscall: 'listen', address: '127.0.0.1', port: 3000 }), env),
+      'Cannot listen on 127.0.0.1:3000 (HOST, PORT): the address is in use (EADDRINUSE)',
+    );
+    assert.match(
+      failureMessage(systemError('listen EACCES: permission denied 0.0.0.0:80', { code: 'EACCES', syscall: 'listen', address: '0.0.0.0', port: 80 }), env)!,
+      /^Cannot listen on 0\.0\.0\.0:80 \(HOST, PORT\): permission denied .*\(EACCES\)$/,
+    );
+    assert.equal(
+      failureMessage(systemError('getaddrinfo ENOTFOUND api.example.com', { code: 'ENOTFOUND', syscall: 'getaddrinfo', hostname: 'api.example.com' }), env),
+      'Cannot listen on HOST api.example.com: the host name does not resolve (ENOTFOUND)',
+    );
+  });
+
+  test('the database and Redis are named by their variable and host, never with their credentials', () => {
+    const messages = [
+      failureMessage(systemError('connect ECONNREFUSED 10.0.0.5:6543', { code: 'ECONNREFUSED', syscall: 'connect', address: '10.0.0.5', port: 6543 }), env),
+      failureMessage(systemError('getaddrinfo ENOTFOUND db.example.com', { code: 'ENOTFOUND', syscall: 'getaddrinfo', hostname: 'db.example.com' }), env),
+      failureMessage(systemError('getaddrinfo EAI_AGAIN cache.example.com', { code: 'EAI_AGAIN', syscall: 'getaddrinfo', hostname: 'cache.example.com' }), env),
+      failureMessage(Object.assign(new Error('password authentication failed for user "twin"'), { code: '28P01', severity: 'FATAL' }), env),
+      failureMessage(Object.assign(new Error('database "twin" does not exist'), { code: '3D000', severity: 'FATAL' }), env),
+    ];
+    assert.deepEqual(messages, [
+      'Cannot reach the database at DATABASE_URL db.example.com:6543 (ECONNREFUSED)',
+      'Cannot reach the database at DATABASE_URL db.example.com: the host name does not resolve (ENOTFOUND)',
+      'Cannot reach Redis at REDIS_URL cache.example.com: the host name does not resolve (EAI_AGAIN)',
+      'The database at DATABASE_URL db.example.com:6543 refused the connection: password authentication failed for user "twin" (28P01)',
+      'The database at DATABASE_URL db.example.com:6543 refused the connection: database "twin" does not exist (3D000)',
+    ]);
+    for (const m of messages) assert.doesNotMatch(m!, /secret/);
+  });
+
+  test('several addresses tried (AggregateError): the first one names the failure', () => {
+    const refused = (address: string) => systemError(`connect ECONNREFUSED ${address}:5432`, { code: 'ECONNREFUSED', syscall: 'connect', address, port: 5432 });
+    const err = Object.assign(new AggregateError([refused('::1'), refused('127.0.0.1')]), { code: 'ECONNREFUSED' });
+    assert.equal(failureMessage(err, { DATABASE_URL: 'postgres://localhost/twin' }), 'Cannot reach the database at DATABASE_URL localhost:5432 (ECONNREFUSED)');
+  });
+
+  test('configuration problems are their list; anything else is unexpected (its stack is printed)', () => {
+    assert.match(failureMessage(new ConfigError(['PORT must be an integer']), env)!, /^Invalid configuration:\n {2}- PORT must be an integer$/);
+    assert.equal(failureMessage(new TypeError("Cannot read properties of undefined (reading 'id')"), env), undefined);
+    assert.equal(failureMessage(systemError('EIO: i/o error, read', { code: 'EIO', syscall: 'read' }), env), undefined);
+    assert.equal(failureMessage('a string', env), undefined);
+  });
+});
