@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type AppConfig } from './config.js';
+import { ConfigError, loadConfig, StartupError, type AppConfig } from './config.js';
 import type { Database } from './db/client.js';
 import { startEmbeddedEarly } from './db/early.js';
 
@@ -154,7 +154,7 @@ const LISTEN_REASONS: Record<string, string> = {
  */
 export function failureMessage(err: unknown, env: NodeJS.ProcessEnv = process.env): string | undefined {
   if (err instanceof UsageError) return `${err.message}\n\n${USAGE}`;
-  if (err instanceof ConfigError) return err.message;
+  if (err instanceof ConfigError || err instanceof StartupError) return err.message;
   if (!(err instanceof Error)) return undefined;
   if (SELF_EXPLAINING.some((re) => re.test(err.message))) return err.message;
 

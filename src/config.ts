@@ -111,6 +111,14 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * A start-up failure whose message says what failed and where (a service out of reach, say), with no
+ * credentials in it: the command line prints the message alone, without a stack.
+ */
+export class StartupError extends Error {
+  override name = 'StartupError';
+}
+
 /** Public revoke endpoints of the cloud providers we know; CLOUD_REVOKE_URLS overrides or extends them. */
 const DEFAULT_CLOUD_REVOKE_URLS: Record<string, string> = {
   google: 'https://oauth2.googleapis.com/revoke',
@@ -177,16 +185,22 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     }
     return raw as T;
   };
-  const url = (name: string): string | undefined => {
+  /** A URL, of one of `schemes` when given; a problem quotes the value without the password it may hold. */
+  const url = (name: string, schemes?: readonly string[]): string | undefined => {
     const raw = str(name);
     if (raw === undefined) return undefined;
+    let parsed: URL;
     try {
-      new URL(raw);
-      return raw;
+      parsed = new URL(raw);
     } catch {
-      problems.push(`${name} must be a URL (got "${raw}")`);
+      problems.push(`${name} must be a URL (got "${withoutPassword(raw)}")`);
       return undefined;
     }
+    if (schemes && !schemes.includes(parsed.protocol)) {
+      problems.push(`${name} must be a ${schemes.map((s) => `${s}//`).join(' or ')} URL (got "${withoutPassword(raw)}")`);
+      return undefined;
+    }
+    return raw;
   };
 
   const nodeEnv = oneOf<NodeEnv>('NODE_ENV', ['development', 'production', 'test'], 'development');
@@ -333,7 +347,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 30_000, 1_000, 600_000),
     dataDir,
     databaseUrl: url('DATABASE_URL'),
-    redisUrl: url('REDIS_URL'),
+    redisUrl: url('REDIS_URL', ['redis:', 'rediss:']),
     logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, nodeEnv === 'test' ? 'silent' : 'info'),
     trustProxy: trustProxy('TRUST_PROXY'),
     jwtSecret: jwtSecret ?? '',
@@ -391,6 +405,11 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     config.encryptionKey ||= secrets.encryptionKey;
   }
   return config;
+}
+
+/** A URL as it may be quoted in a message: the password of its user part (`//user:password@`) masked. */
+function withoutPassword(raw: string): string {
+  return raw.replace(/^([^/]*\/\/[^/@:]*:)[^/]*@/u, '$1***@');
 }
 
 /** Development secrets live next to the data they protect, so a restart keeps sessions valid. */

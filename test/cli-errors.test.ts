@@ -1,7 +1,32 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { failureMessage } from '../src/cli.js';
-import { ConfigError } from '../src/config.js';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+const base = { NODE_ENV: 'test', DATA_DIR: '/tmp/twin-cli-errors-unused', JWT_SECRET: 'cfg-secret-cfg-secret-cfg-secret-0123456789', ENCRYPTION_KEY: 'cfg-key-cfg-key-cfg-key-cfg-key-0123456789' };
+
+/** The problems loadConfig reports for this environment (all at once), or [] when it accepts it. */
+function problemsOf(env: Record<string, string>): string[] {
+  try {
+    loadConfig({ ...base, ...env });
+    return [];
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, String(err));
+    return err.problems;
+  }
+}
+
+describe('configuration checked at start', () => {
+  test('REDIS_URL must be a redis:// or rediss:// URL, reported with the other problems and without its password', () => {
+    assert.deepEqual(problemsOf({ REDIS_URL: 'foo:bar', PORT: 'eighty' }).sort(), [
+      'PORT must be an integer from 0 to 65535 (got "eighty")',
+      'REDIS_URL must be a redis:// or rediss:// URL (got "foo:bar")',
+    ]);
+    assert.deepEqual(problemsOf({ REDIS_URL: 'http://:hunter2-secret@127.0.0.1:6379' }), ['REDIS_URL must be a redis:// or rediss:// URL (got "http://:***@127.0.0.1:6379")']);
+    assert.deepEqual(problemsOf({ REDIS_URL: '127.0.0.1:6379' }), ['REDIS_URL must be a URL (got "127.0.0.1:6379")']);
+    for (const ok of ['redis://127.0.0.1:6379', 'rediss://user:pw@cache.example.com:6380/2', 'redis://localhost']) assert.deepEqual(problemsOf({ REDIS_URL: ok }), [], ok);
+  });
+});
 
 /** An error shaped as Node's system errors are (code, syscall and where). */
 const systemError = (message: string, fields: Record<string, unknown>): Error => Object.assign(new Error(message), fields);

@@ -230,6 +230,18 @@ describe('CLI failures as a process', () => {
     assertCleanFailure(r, new RegExp(`^Cannot reach the database at DATABASE_URL 127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\)$`, 'm'));
     assert.doesNotMatch(r.stderr, /pg-secret-pw/);
   });
+
+  test('REDIS_URL that is not a redis:// URL is a configuration problem', async () => {
+    const r = await cliProcess(['serve'], env({ REDIS_URL: 'foo:bar', PORT: '0', HOST: '127.0.0.1' }));
+    assertCleanFailure(r, /^Invalid configuration:\n {2}- REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL \(got "foo:bar"\)$/m);
+  });
+
+  test('an unreachable Redis fails the start naming Redis by host and port, not its password', async () => {
+    const port = await freePort(); // just closed: nothing listens there
+    const r = await cliProcess(['serve'], env({ REDIS_URL: `redis://:redis-secret-pw@127.0.0.1:${port}`, PORT: '0', HOST: '127.0.0.1', INGEST_WORKERS: '0' }));
+    assertCleanFailure(r, new RegExp(`^Cannot reach Redis at REDIS_URL 127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\)$`, 'm'));
+    assert.doesNotMatch(r.stderr, /redis-secret-pw/);
+  });
 });
 
 describe('bootstrap admin', () => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { StartupError } from '../config.js';
 import type { InvalidationChannel } from './invalidation-channel.js';
 import { quitRedis, REDIS_HEARTBEAT_MS, startRedisHeartbeat } from './redis-heartbeat.js';
 
@@ -88,16 +89,27 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
     this.stopHeartbeat = startRedisHeartbeat([this.pub, this.sub], heartbeatMs, onError);
   }
 
-  /** Connects both connections and subscribes; fails if Redis cannot be reached. */
+  /**
+   * Connects both connections and subscribes; fails if Redis cannot be reached, with a StartupError naming
+   * Redis by its host and port (never the password) and why (the socket's error code, or Redis's answer).
+   */
   static async connect<E>(options: RedisChannelOptions<E>): Promise<RedisInvalidationChannel<E>> {
     const channel = new RedisInvalidationChannel(options);
+    // ioredis rejects connect() with a bare "Connection is closed."; the cause came as an 'error' event
+    let cause: unknown;
+    const remember = (err: unknown) => (cause ??= err);
+    channel.pub.on('error', remember);
+    channel.sub.on('error', remember);
     try {
       await Promise.all([channel.pub.connect(), channel.sub.connect()]);
       await channel.sub.subscribe(options.channel);
       channel.subscribedOnce = true;
     } catch (err) {
       await channel.close();
-      throw err;
+      throw unreachable(options.url, cause ?? err);
+    } finally {
+      channel.pub.off('error', remember);
+      channel.sub.off('error', remember);
     }
     return channel;
   }
@@ -157,4 +169,22 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
   private deliver(event: E): void {
     for (const handler of this.handlers) handler(event);
   }
+}
+
+/** Why Redis could not be used at start, named by REDIS_URL's host and port (ioredis's defaults when absent). */
+function unreachable(url: string, cause: unknown): StartupError {
+  let where = '(not a redis:// URL)'; // config.ts refuses those; never quoted, it could hold a password
+  try {
+    const u = new URL(url);
+    where = `${u.hostname || 'localhost'}:${u.port || 6379}`;
+  } catch {
+    // keeps the placeholder
+  }
+  const { code, message } = (cause ?? {}) as { code?: unknown; message?: unknown };
+  return new StartupError(
+    typeof code === 'string' && /^E[A-Z]+$/.test(code)
+      ? `Cannot reach Redis at REDIS_URL ${where} (${code})`
+      : `Redis at REDIS_URL ${where} refused the connection: ${typeof message === 'string' ? message : String(cause)}`,
+    { cause },
+  );
 }
