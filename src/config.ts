@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import type { LocalEmbedderVersion } from './providers/embeddings/local.js';
+import { findOnnxModelFiles } from './providers/embeddings/onnx.js';
 import type { EmbeddingsConfig } from './providers/embeddings/types.js';
 import type { LlmConfig } from './providers/llm/types.js';
 
@@ -248,7 +249,17 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     timeoutMs: int('EMBEDDINGS_TIMEOUT_MS', 60_000, 100, 600_000),
     maxRetries: int('EMBEDDINGS_MAX_RETRIES', 2, 0, 10),
   };
-  if (embeddings.provider === 'onnx' && !embeddings.modelPath) problems.push('EMBEDDINGS_MODEL_PATH is required when EMBEDDINGS_PROVIDER=onnx');
+  if (embeddings.provider === 'onnx') {
+    if (!embeddings.modelPath) problems.push('EMBEDDINGS_MODEL_PATH is required when EMBEDDINGS_PROVIDER=onnx');
+    else {
+      // the embedder is made at the first search: without this, a bad path only showed as 500s once the server was up
+      try {
+        findOnnxModelFiles(embeddings.modelPath);
+      } catch (err) {
+        problems.push((err as Error).message);
+      }
+    }
+  }
   if (embeddings.provider === 'openai-compatible') {
     if (!embeddings.baseUrl) problems.push('EMBEDDINGS_BASE_URL is required when EMBEDDINGS_PROVIDER=openai-compatible');
     if (!embeddings.model) problems.push('EMBEDDINGS_MODEL is required when EMBEDDINGS_PROVIDER=openai-compatible');

@@ -1,5 +1,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { failureMessage } from '../src/cli.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 
@@ -25,6 +28,38 @@ describe('configuration checked at start', () => {
     assert.deepEqual(problemsOf({ REDIS_URL: 'http://:hunter2-secret@127.0.0.1:6379' }), ['REDIS_URL must be a redis:// or rediss:// URL (got "http://:***@127.0.0.1:6379")']);
     assert.deepEqual(problemsOf({ REDIS_URL: '127.0.0.1:6379' }), ['REDIS_URL must be a URL (got "127.0.0.1:6379")']);
     for (const ok of ['redis://127.0.0.1:6379', 'rediss://user:pw@cache.example.com:6380/2', 'redis://localhost']) assert.deepEqual(problemsOf({ REDIS_URL: ok }), [], ok);
+  });
+
+  test('EMBEDDINGS_PROVIDER=onnx needs EMBEDDINGS_MODEL_PATH to hold the model and its vocabulary (the files the embedder opens)', () => {
+    const root = mkdtempSync(join(tmpdir(), 'twin-onnx-cfg-'));
+    const dir = (name: string, files: string[]) => {
+      const d = join(root, name);
+      for (const f of files) {
+        mkdirSync(join(d, f, '..'), { recursive: true });
+        writeFileSync(join(d, f), '');
+      }
+      mkdirSync(d, { recursive: true });
+      return d;
+    };
+    const onnx = (path: string) => problemsOf({ EMBEDDINGS_PROVIDER: 'onnx', EMBEDDINGS_MODEL_PATH: path });
+    try {
+      const missing = join(root, 'no-such-dir');
+      assert.deepEqual(onnx(missing), [`EMBEDDINGS_MODEL_PATH ${missing} does not exist`]);
+      const empty = dir('empty', []);
+      assert.deepEqual(onnx(empty), [`EMBEDDINGS_MODEL_PATH ${empty} holds no model.onnx (nor onnx/model.onnx)`]);
+      const noVocab = dir('no-vocab', ['model.onnx']);
+      assert.deepEqual(onnx(noVocab), [`EMBEDDINGS_MODEL_PATH ${noVocab} has neither vocab.txt nor tokenizer.json`]);
+      const notModel = join(dir('text', ['vocab.txt', 'notes.txt']), 'notes.txt');
+      assert.deepEqual(onnx(notModel), [`EMBEDDINGS_MODEL_PATH ${notModel} is neither a directory nor a .onnx file`]);
+      const modelDirNamedOnnx = dir('model-dir', ['model.onnx/readme.txt', 'vocab.txt']);
+      assert.deepEqual(onnx(modelDirNamedOnnx), [`EMBEDDINGS_MODEL_PATH ${modelDirNamedOnnx} holds no model.onnx (nor onnx/model.onnx)`]);
+      // the layouts the embedder reads
+      assert.deepEqual(onnx(dir('flat', ['model.onnx', 'vocab.txt'])), []);
+      assert.deepEqual(onnx(dir('hf', ['onnx/model.onnx', 'tokenizer.json'])), []);
+      assert.deepEqual(onnx(join(dir('file', ['encoder.onnx', 'vocab.txt']), 'encoder.onnx')), []);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
 

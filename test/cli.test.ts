@@ -236,6 +236,12 @@ describe('CLI failures as a process', () => {
     assertCleanFailure(r, /^Invalid configuration:\n {2}- REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL \(got "foo:bar"\)$/m);
   });
 
+  test('EMBEDDINGS_PROVIDER=onnx with a model path that holds no model fails the start as a configuration problem', async () => {
+    const missing = join(dataDir, 'no-model-here');
+    const r = await cliProcess(['serve'], env({ EMBEDDINGS_PROVIDER: 'onnx', EMBEDDINGS_MODEL_PATH: missing, PORT: '0', HOST: '127.0.0.1' }));
+    assertCleanFailure(r, new RegExp(`^Invalid configuration:\\n {2}- EMBEDDINGS_MODEL_PATH ${missing.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} does not exist$`, 'm'));
+  });
+
   test('an unreachable Redis fails the start naming Redis by host and port, not its password', async () => {
     const port = await freePort(); // just closed: nothing listens there
     const r = await cliProcess(['serve'], env({ REDIS_URL: `redis://:redis-secret-pw@127.0.0.1:${port}`, PORT: '0', HOST: '127.0.0.1', INGEST_WORKERS: '0' }));

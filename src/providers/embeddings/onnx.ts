@@ -87,7 +87,7 @@ export class WordPieceTokenizer {
   }
 }
 
-function readTokenizer(dir: string): { tokenizer: WordPieceTokenizer; maxLength?: number } {
+function readTokenizer(dir: string, vocabFile: string): { tokenizer: WordPieceTokenizer; maxLength?: number } {
   let lower = true;
   let maxLength: number | undefined;
   const configFile = join(dir, 'tokenizer_config.json');
@@ -96,25 +96,50 @@ function readTokenizer(dir: string): { tokenizer: WordPieceTokenizer; maxLength?
     if (typeof cfg.do_lower_case === 'boolean') lower = cfg.do_lower_case;
     if (typeof cfg.model_max_length === 'number' && cfg.model_max_length > 0) maxLength = Math.min(512, cfg.model_max_length);
   }
-  const vocabTxt = join(dir, 'vocab.txt');
-  if (existsSync(vocabTxt)) {
-    const tokens = readFileSync(vocabTxt, 'utf8').split(/\r?\n/);
+  if (basename(vocabFile) === 'vocab.txt') {
+    const tokens = readFileSync(vocabFile, 'utf8').split(/\r?\n/);
     if (tokens[tokens.length - 1] === '') tokens.pop();
     return { tokenizer: new WordPieceTokenizer(tokens, lower), maxLength };
   }
-  const tokenizerJson = join(dir, 'tokenizer.json');
-  if (existsSync(tokenizerJson)) {
-    const tj = JSON.parse(readFileSync(tokenizerJson, 'utf8')) as { model?: { type?: string; vocab?: Record<string, number> } };
-    if (tj.model?.type !== 'WordPiece' || !tj.model.vocab) throw new Error(`${tokenizerJson}: only WordPiece tokenizers are supported`);
-    return { tokenizer: new WordPieceTokenizer(new Map(Object.entries(tj.model.vocab)), lower), maxLength };
-  }
-  throw new Error(`EMBEDDINGS_MODEL_PATH ${dir} has neither vocab.txt nor tokenizer.json`);
+  const tj = JSON.parse(readFileSync(vocabFile, 'utf8')) as { model?: { type?: string; vocab?: Record<string, number> } };
+  if (tj.model?.type !== 'WordPiece' || !tj.model.vocab) throw new Error(`${vocabFile}: only WordPiece tokenizers are supported`);
+  return { tokenizer: new WordPieceTokenizer(new Map(Object.entries(tj.model.vocab)), lower), maxLength };
 }
 
-function modelFile(path: string): string {
-  if (path.endsWith('.onnx') && existsSync(path)) return path;
-  for (const candidate of [join(path, 'model.onnx'), join(path, 'onnx', 'model.onnx')]) if (existsSync(candidate)) return candidate;
-  throw new Error(`EMBEDDINGS_MODEL_PATH ${path} holds no model.onnx (nor onnx/model.onnx)`);
+export interface OnnxModelFiles {
+  /** the model's directory (EMBEDDINGS_MODEL_PATH itself, or the folder of the .onnx file it names) */
+  dir: string;
+  /** the .onnx file */
+  model: string;
+  /** `vocab.txt`, else `tokenizer.json` */
+  vocab: string;
+}
+
+const isFile = (path: string): boolean => statSync(path, { throwIfNoEntry: false })?.isFile() ?? false;
+
+/**
+ * Finds the files the embedder needs under EMBEDDINGS_MODEL_PATH (a directory, or a .onnx file whose folder
+ * holds the vocabulary), or throws naming what is missing. The embedder opens what this finds, and the
+ * configuration calls it at start (config.ts), so that a path the embedder cannot use fails the start.
+ */
+export function findOnnxModelFiles(modelPath: string): OnnxModelFiles {
+  const stat = statSync(modelPath, { throwIfNoEntry: false });
+  if (!stat) throw new Error(`EMBEDDINGS_MODEL_PATH ${modelPath} does not exist`);
+  let dir: string;
+  let model: string | undefined;
+  if (stat.isDirectory()) {
+    dir = modelPath;
+    model = [join(modelPath, 'model.onnx'), join(modelPath, 'onnx', 'model.onnx')].find(isFile);
+    if (!model) throw new Error(`EMBEDDINGS_MODEL_PATH ${modelPath} holds no model.onnx (nor onnx/model.onnx)`);
+  } else if (stat.isFile() && modelPath.endsWith('.onnx')) {
+    dir = join(modelPath, '..');
+    model = modelPath;
+  } else {
+    throw new Error(`EMBEDDINGS_MODEL_PATH ${modelPath} is neither a directory nor a .onnx file`);
+  }
+  const vocab = [join(dir, 'vocab.txt'), join(dir, 'tokenizer.json')].find(isFile);
+  if (!vocab) throw new Error(`EMBEDDINGS_MODEL_PATH ${dir} has neither vocab.txt nor tokenizer.json`);
+  return { dir, model, vocab };
 }
 
 export class OnnxEmbedder implements Embedder {
@@ -126,9 +151,9 @@ export class OnnxEmbedder implements Embedder {
   private session?: Promise<{ ort: Ort; session: Session }>;
 
   constructor(options: OnnxEmbedderOptions) {
-    const dir = options.modelPath.endsWith('.onnx') ? join(options.modelPath, '..') : options.modelPath;
-    this.file = modelFile(options.modelPath);
-    const { tokenizer, maxLength } = readTokenizer(dir);
+    const { dir, model, vocab } = findOnnxModelFiles(options.modelPath);
+    this.file = model;
+    const { tokenizer, maxLength } = readTokenizer(dir, vocab);
     this.tokenizer = tokenizer;
     this.maxTokens = options.maxTokens ?? maxLength ?? 256;
     this.dimensions = options.dimensions;
