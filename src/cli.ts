@@ -126,8 +126,6 @@ export class UsageError extends Error {
  * Plain Errors of other modules whose message already says everything the operator needs (no stack):
  * the embedded database held by another process (db/lock.ts) and a second seed-demo (tenancy/seed-demo.ts).
  */
-const SELF_EXPLAINING = [/^The embedded database in .+ is in use by process \d+/, /^The demo data already exists /];
-
 type SystemError = Error & { code?: unknown; syscall?: unknown; address?: unknown; port?: unknown; hostname?: unknown };
 
 /** host:port of a URL (never its credentials), with the scheme's default port. */
@@ -156,7 +154,6 @@ export function failureMessage(err: unknown, env: NodeJS.ProcessEnv = process.en
   if (err instanceof UsageError) return `${err.message}\n\n${USAGE}`;
   if (err instanceof ConfigError || err instanceof StartupError) return err.message;
   if (!(err instanceof Error)) return undefined;
-  if (SELF_EXPLAINING.some((re) => re.test(err.message))) return err.message;
 
   // several addresses tried (a name with IPv4 and IPv6 addresses): the first one's details
   let e = err as SystemError;

@@ -112,13 +112,7 @@ export class ConfigError extends Error {
   }
 }
 
-/**
- * A start-up failure whose message says what failed and where (a service out of reach, say), with no
- * credentials in it: the command line prints the message alone, without a stack.
- */
-export class StartupError extends Error {
-  override name = 'StartupError';
-}
+export { StartupError } from './shared/errors.js';
 
 /** Public revoke endpoints of the cloud providers we know; CLOUD_REVOKE_URLS overrides or extends them. */
 const DEFAULT_CLOUD_REVOKE_URLS: Record<string, string> = {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { linkSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { StartupError } from '../shared/errors.js';
 
 /** Lock files this process holds: a lock naming our pid that is not in here is a leftover. */
 const heldLocks = new Set<string>();
@@ -45,7 +46,7 @@ export function lockDataDir(dataDir: string): () => void {
 }
 
 function inUse(dataDir: string, pid: number, self: boolean): Error {
-  return new Error(
+  return new StartupError(
     `The embedded database in ${dataDir} is in use by process ${pid}${self ? ' (this one)' : ''}. ` +
       'Stop that process first, or use DATABASE_URL (PostgreSQL) to run several processes on one database.',
   );

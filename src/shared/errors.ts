@@ -63,3 +63,12 @@ export const errorBody = (code: ErrorCode, message: string, details: ErrorDetail
   message,
   error: { code, details },
 });
+
+/**
+ * A start-up failure whose message says what failed and where (a service out of reach, the embedded
+ * database held by another process, demo data already there), with no credentials in it: the command
+ * line prints the message alone, without a stack.
+ */
+export class StartupError extends Error {
+  override name = 'StartupError';
+}

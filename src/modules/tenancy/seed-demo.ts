@@ -4,6 +4,7 @@ import { assistants, uploads } from '../../db/schema.js';
 import { enqueue } from '../../platform/jobs.js';
 import { uploadKey, type BlobStorage } from '../../providers/storage/index.js';
 import { INGEST_MAX_ATTEMPTS, INGEST_QUEUE } from '../vault/ingest/pipeline.js';
+import { StartupError } from '../../shared/errors.js';
 import { newId, newPublicId } from '../../shared/ids.js';
 import { findUserByEmail, updateUser } from '../identity/identity.repository.js';
 import { hashPassword } from '../identity/passwords.js';
@@ -75,7 +76,7 @@ const DEMO_FILES: Record<string, Array<{ name: string; title: string; text: stri
  */
 export async function seedDemo(db: DbOrTx, storage?: BlobStorage): Promise<DemoResult> {
   const adminEmail = 'demo.owner@example.com';
-  if (await findUserByEmail(db, adminEmail)) throw new Error(`The demo data already exists (${adminEmail}); nothing was changed.`);
+  if (await findUserByEmail(db, adminEmail)) throw new StartupError(`The demo data already exists (${adminEmail}); nothing was changed.`);
 
   const passwordHash = await hashPassword(DEMO_PASSWORD);
   const account = await insertAccount(db, { id: newId(), name: 'Demo University', managerEmail: adminEmail, lastActivityAt: new Date() });
