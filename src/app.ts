@@ -186,6 +186,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   try {
     app = await httpApp(config, options.onRoute, shutdown);
     onConnectionError = (err) => app.log.warn({ err }, 'a database connection failed (idle, or inside a transaction); the pool opens a new one');
+    for (const warning of config.warnings) app.log.warn(`configuration: ${warning}`);
     database = options.database ?? (await opening!);
     if (!options.skipMigrations) await database.migrate();
   } catch (err) {

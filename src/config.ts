@@ -15,6 +15,8 @@ export interface AppConfig {
   host: string;
   /** What a graceful shutdown may take in all (platform/shutdown.ts). */
   shutdownTimeoutMs: number;
+  /** What is valid but probably not meant (a provider's variables set while another provider is chosen): logged at start. */
+  warnings: string[];
   dataDir: string;
   databaseUrl?: string;
   redisUrl?: string;
@@ -131,6 +133,7 @@ type Env = Record<string, string | undefined>;
  */
 export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig> = {}): AppConfig {
   const problems: string[] = [];
+  const warnings: string[] = [];
   const str = (name: string): string | undefined => {
     const v = env[name];
     return v === undefined || v.trim() === '' ? undefined : v.trim();
@@ -254,6 +257,14 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
       }
     }
   }
+  // variables of a provider that is not the one chosen: set, they suggest a *_PROVIDER forgotten (the local models would answer)
+  const unused = (names: string[], provider: string, chosen: string) => {
+    const set = names.filter((name) => str(name) !== undefined);
+    if (set.length > 0) warnings.push(`${set.join(', ')} ${set.length === 1 ? 'is' : 'are'} set but not used: ${provider}=${chosen}`);
+  };
+  if (llm.provider === 'local') unused(['LLM_BASE_URL', 'LLM_API_KEY', 'LLM_MODEL'], 'LLM_PROVIDER', 'local');
+  if (embeddings.provider !== 'openai-compatible') unused(['EMBEDDINGS_BASE_URL', 'EMBEDDINGS_API_KEY', 'EMBEDDINGS_MODEL'], 'EMBEDDINGS_PROVIDER', embeddings.provider);
+  if (embeddings.provider !== 'onnx') unused(['EMBEDDINGS_MODEL_PATH'], 'EMBEDDINGS_PROVIDER', embeddings.provider);
   if (embeddings.provider === 'openai-compatible') {
     if (!embeddings.baseUrl) problems.push('EMBEDDINGS_BASE_URL is required when EMBEDDINGS_PROVIDER=openai-compatible');
     if (!embeddings.model) problems.push('EMBEDDINGS_MODEL is required when EMBEDDINGS_PROVIDER=openai-compatible');
@@ -399,6 +410,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     modelPrices,
     contentFilter,
     qandaRateLimitPerMinute: int('QANDA_RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
+    warnings,
     ...overrides,
   };
 

@@ -20,6 +20,16 @@ function problemsOf(env: Record<string, string>): string[] {
 }
 
 describe('configuration checked at start', () => {
+  test("a provider's variables set while another provider is chosen are warned about (the local models would answer)", () => {
+    assert.deepEqual(loadConfig(base).warnings, []);
+    assert.deepEqual(loadConfig({ ...base, LLM_BASE_URL: 'http://127.0.0.1:8000/v1', LLM_MODEL: 'gpt-4o-mini', EMBEDDINGS_MODEL_PATH: '/models/minilm' }).warnings, [
+      'LLM_BASE_URL, LLM_MODEL are set but not used: LLM_PROVIDER=local',
+      'EMBEDDINGS_MODEL_PATH is set but not used: EMBEDDINGS_PROVIDER=local',
+    ]);
+    const chosen = loadConfig({ ...base, LLM_PROVIDER: 'openai-compatible', LLM_BASE_URL: 'http://127.0.0.1:8000/v1', LLM_MODEL: 'm', EMBEDDINGS_PROVIDER: 'openai-compatible', EMBEDDINGS_BASE_URL: 'http://127.0.0.1:8000/v1', EMBEDDINGS_MODEL: 'e' });
+    assert.deepEqual(chosen.warnings, []);
+  });
+
   test('REDIS_URL must be a redis:// or rediss:// URL, reported with the other problems and without its password', () => {
     assert.deepEqual(problemsOf({ REDIS_URL: 'foo:bar', PORT: 'eighty' }).sort(), [
       'PORT must be an integer from 0 to 65535 (got "eighty")',
