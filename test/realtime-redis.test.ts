@@ -1,9 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
@@ -12,26 +10,18 @@ import { buildApp, type App } from '../src/app.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { login, makeWorld, openTestDatabase, testConfig } from './support/app.js';
 import type { Database } from '../src/db/client.js';
+import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
 
-const REDIS = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((p) => existsSync(p));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+// Without redis-server the suite is skipped with this reason, except in CI (.ci/run installs it): there its absence fails.
+const skip = !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
 
 /**
  * Two nodes of the service joined by the Socket.IO Redis adapter (REDIS_URL): a client connected to
  * node B receives the answer of a Q&A request served by node A. Needs a redis-server binary (Debian's
  * redis-server package); the test server listens on 127.0.0.1 on a port chosen at run time.
  */
-describe('realtime across nodes (Redis adapter)', { skip: REDIS ? false : 'no redis-server binary on this machine (apt-get install redis-server)' }, () => {
-  let redis: ChildProcess;
+describe('realtime across nodes (Redis adapter)', { skip }, () => {
+  let redis: RedisServer | undefined;
   let database: Database;
   let stub: OpenAiStub;
   let nodeA: App;
@@ -40,20 +30,11 @@ describe('realtime across nodes (Redis adapter)', { skip: REDIS ? false : 'no re
   const sockets: Socket[] = [];
 
   before(async () => {
-    const port = await freePort();
-    redis = spawn(REDIS!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await new Promise<void>((resolve, reject) => {
-      let out = '';
-      redis.stdout!.on('data', (d: Buffer) => {
-        out += d.toString();
-        if (/Ready to accept connections/.test(out)) resolve();
-      });
-      redis.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${out}`)));
-    });
+    redis = await startRedis();
     stub = await startOpenAiStub();
     database = await openTestDatabase();
     dataDir = mkdtempSync(join(tmpdir(), 'twin-redis-'));
-    const env = { REDIS_URL: `redis://127.0.0.1:${port}`, LLM_PROVIDER: 'openai-compatible', LLM_BASE_URL: stub.baseUrl, LLM_MODEL: 'stub-chat', LLM_MAX_RETRIES: '0', INGEST_WORKERS: '0' };
+    const env = { REDIS_URL: redis.url, LLM_PROVIDER: 'openai-compatible', LLM_BASE_URL: stub.baseUrl, LLM_MODEL: 'stub-chat', LLM_MAX_RETRIES: '0', INGEST_WORKERS: '0' };
     // Two apps on one database: what two processes behind a load balancer share through PostgreSQL.
     nodeA = await buildApp({ config: testConfig(dataDir, env), database, skipMigrations: true });
     nodeB = await buildApp({ config: testConfig(dataDir, env), database, skipMigrations: true });
@@ -66,11 +47,7 @@ describe('realtime across nodes (Redis adapter)', { skip: REDIS ? false : 'no re
     await nodeB?.close();
     await database?.close();
     await stub?.close();
-    if (redis && redis.exitCode === null) {
-      const exited = new Promise((r) => redis.once('exit', r));
-      redis.kill('SIGTERM');
-      await exited;
-    }
+    await redis?.stop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
