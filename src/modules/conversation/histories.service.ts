@@ -69,6 +69,14 @@ export function presentHistory(r: repo.HistoryView, options: { full: boolean; to
 /** Back-references are the one construct that makes Postgres' regex engine exponential: refused. */
 const BACKREFERENCE = /\\[1-9]/u;
 /**
+ * What a pattern may start with that changes how Postgres reads the rest: a director (`***:` ARE, `***=`
+ * literal) and then embedded options `(?letters)`. Options b (basic), e (extended) and x (expanded: white
+ * space and # comments ignored) change the syntax regexSize reads — `{0,25 5}` is {0,255} in x mode, a
+ * bound is `\{m,n\}` in b mode — so a pattern with them could hide an automaton of any size: refused.
+ */
+const PREFIX = /^(?:\*\*\*[:=])?(?:\(\?([a-zA-Z]*)\))?/u;
+const OTHER_SYNTAX = /[bex]/u;
+/**
  * The largest automaton a search may ask for (regex-size.ts): Postgres expands counted repetitions when it
  * compiles, and nested ones multiply. At this size compiling takes tens of milliseconds on the embedded engine;
  * `(.{0,255}){0,255}` (65,025) held it for minutes, every tenant's requests waiting behind it.
@@ -88,6 +96,10 @@ export class HistoriesService {
    */
   private async checkPattern(pattern: string): Promise<void> {
     if (BACKREFERENCE.test(pattern)) throw badField('search', 'search may not use back-references (\\1 … \\9)');
+    const options = PREFIX.exec(pattern)?.[1];
+    if (options && OTHER_SYNTAX.test(options)) {
+      throw badField('search', 'search may not switch to another regular expression syntax with the embedded options b, e or x: write it in the default (ARE) syntax');
+    }
     const size = regexSize(pattern);
     if (size > MAX_REGEX_SIZE) {
       throw badField('search', `search repeats too much: its counted repetitions ({m,n}) expand to about ${size} copies of what they repeat (at most ${MAX_REGEX_SIZE}; nested ones multiply)`);
