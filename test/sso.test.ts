@@ -113,6 +113,13 @@ describe('SSO providers with SSO_TEST_ALLOW_PRIVATE=true (providers on loopback)
     expectError(await call('POST', '/api/admin/ssoProvider', tok.adminA, { name: 'x', type: 'oidc', issuer: idp.base, tokenEndpoint: 'ftp://example.com/t', clientId: 'c' }), 400, 'VALIDATION_FAILED');
     expectError(await call('POST', '/api/admin/ssoProvider', tok.adminA, { account: w.accountB.id, name: 'x', type: 'oidc', issuer: idp.base, tokenEndpoint: idp.base, clientId: 'c' }), 404, 'NOT_FOUND');
 
+    // a blank clientId, like a blank name, is refused on create and on update (it was saved as "")
+    const blank = await call('POST', '/api/admin/ssoProvider', tok.adminA, { name: 'x', type: 'oidc', issuer: idp.base, tokenEndpoint: idp.base, clientId: '   ' });
+    expectError(blank, 400, 'VALIDATION_FAILED');
+    assert.equal(blank.json().error.details[0].field, 'clientId');
+    expectError(await call('PATCH', `/api/admin/ssoProvider/${p._id}`, tok.adminA, { clientId: '  ' }), 400, 'VALIDATION_FAILED');
+    assert.equal((await call('GET', `/api/admin/ssoProvider/${p._id}`, tok.adminA)).json().data.clientId, 'client-1');
+
     const patched = await call('PATCH', `/api/admin/ssoProvider/${p._id}`, tok.adminA, { clientSecret: null, name: 'Renamed' });
     assert.equal(patched.statusCode, 200);
     assert.deepEqual([patched.json().data.name, patched.json().data.hasClientSecret], ['Renamed', false]);

@@ -58,6 +58,7 @@ export class SsoService {
     if (!(await findAccount(this.db, accountId))) throw notFound('Account');
     const name = input.name.trim();
     if (!name) throw badField('name', 'name must not be blank');
+    if (!input.clientId.trim()) throw badField('clientId', 'clientId must not be blank');
     const now = this.ctx.clock.now();
     const row = await repo.insertProvider(this.db, {
       id: newId(),
@@ -101,7 +102,10 @@ export class SsoService {
     if (input.type !== undefined) patch.type = input.type;
     if (input.issuer !== undefined) patch.issuer = this.checkUrl('issuer', input.issuer);
     if (input.tokenEndpoint !== undefined) patch.tokenEndpoint = this.checkUrl('tokenEndpoint', input.tokenEndpoint);
-    if (input.clientId !== undefined) patch.clientId = input.clientId.trim();
+    if (input.clientId !== undefined) {
+      patch.clientId = input.clientId.trim();
+      if (!patch.clientId) throw badField('clientId', 'clientId must not be blank');
+    }
     if (input.clientSecret !== undefined) patch.clientSecretSealed = input.clientSecret === null ? null : encryptSecret(this.ctx.config.encryptionKey, input.clientSecret);
     const updated = Object.keys(patch).length > 0 ? await repo.updateProvider(this.db, row.id, patch, this.ctx.clock.now()) : row;
     if (!updated) throw notFound('SSO provider');
