@@ -120,6 +120,18 @@ describe('SSO providers with SSO_TEST_ALLOW_PRIVATE=true (providers on loopback)
     expectError(await call('PATCH', `/api/admin/ssoProvider/${p._id}`, tok.adminA, { clientId: '  ' }), 400, 'VALIDATION_FAILED');
     assert.equal((await call('GET', `/api/admin/ssoProvider/${p._id}`, tok.adminA)).json().data.clientId, 'client-1');
 
+    // the stored secret does not follow tokenEndpoint to another origin: the secret must come with the move
+    const elsewhere = new URL(idp.base);
+    elsewhere.port = String(Number(elsewhere.port) === 65535 ? 65534 : Number(elsewhere.port) + 1);
+    const moved = await call('PATCH', `/api/admin/ssoProvider/${p._id}`, tok.adminA, { tokenEndpoint: `${elsewhere.origin}/token` });
+    expectError(moved, 400, 'VALIDATION_FAILED');
+    assert.equal(moved.json().error.details[0].field, 'clientSecret');
+    assert.equal((await call('GET', `/api/admin/ssoProvider/${p._id}`, tok.adminA)).json().data.tokenEndpoint, `${idp.base}/token`);
+    const samePlace = await call('PATCH', `/api/admin/ssoProvider/${p._id}`, tok.adminA, { tokenEndpoint: `${idp.base}/oauth/token` });
+    assert.deepEqual([samePlace.statusCode, samePlace.json().data.hasClientSecret], [200, true], samePlace.body);
+    const withSecret = await call('PATCH', `/api/admin/ssoProvider/${p._id}`, tok.adminA, { tokenEndpoint: `${elsewhere.origin}/token`, clientSecret: 'NEW-secret' });
+    assert.deepEqual([withSecret.statusCode, withSecret.json().data.hasClientSecret], [200, true], withSecret.body);
+
     const patched = await call('PATCH', `/api/admin/ssoProvider/${p._id}`, tok.adminA, { clientSecret: null, name: 'Renamed' });
     assert.equal(patched.statusCode, 200);
     assert.deepEqual([patched.json().data.name, patched.json().data.hasClientSecret], ['Renamed', false]);

@@ -68,7 +68,7 @@ export async function ssoRoutes(app: App, ctx: AppContext): Promise<void> {
       schema: {
         tags,
         summary: 'Update an SSO provider',
-        description: `Every field optional; clientSecret null removes the secret. ${URLS} ${ACCESS}`,
+        description: `Every field optional; clientSecret null removes the secret. A tokenEndpoint on another origin (scheme, host, port) needs clientSecret in the same request (a new one, or null), else 400: a stored secret is never sent to a host it was not given for. ${URLS} ${ACCESS}`,
         security: SECURED,
         params: IdParams,
         body: PatchSsoProviderBody,

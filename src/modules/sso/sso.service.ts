@@ -107,6 +107,12 @@ export class SsoService {
       if (!patch.clientId) throw badField('clientId', 'clientId must not be blank');
     }
     if (input.clientSecret !== undefined) patch.clientSecretSealed = input.clientSecret === null ? null : encryptSecret(this.ctx.config.encryptionKey, input.clientSecret);
+    // The stored secret is sent (HTTP Basic) to tokenEndpoint by the test: it does not follow the endpoint to
+    // another origin unless whoever moves it gives the secret again (or removes it). Otherwise anyone allowed to
+    // edit the provider could have a secret someone else entered sent to a host of their choosing.
+    else if (patch.tokenEndpoint !== undefined && row.clientSecretSealed && new URL(patch.tokenEndpoint).origin !== new URL(row.tokenEndpoint).origin) {
+      throw badField('clientSecret', 'tokenEndpoint moves to another origin: give clientSecret again (or null to remove it), the stored one is not sent there');
+    }
     const updated = Object.keys(patch).length > 0 ? await repo.updateProvider(this.db, row.id, patch, this.ctx.clock.now()) : row;
     if (!updated) throw notFound('SSO provider');
     return presentProvider(updated);
