@@ -930,6 +930,70 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     assert.equal(gap(after), gap(before), 'the ledger moved with the balances the account holds');
   });
 
+  test("deleting a user deletes the assistants they own (private, shared, personal): none becomes a system assistant; others' records keep their turn without the assistant", async () => {
+    const owner = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const peer = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    const ownerTok = (await login(t.app, owner.email)).accessToken;
+    const peerTok = (await login(t.app, peer.email)).accessToken;
+    const create = async (token: string, body: Record<string, unknown>) => {
+      const res = await call('POST', '/api/user/assistant', token, body);
+      assert.equal(res.statusCode, 201, res.body);
+      return res.json().data._id as string;
+    };
+    const priv = await create(ownerTok, { name: 'Owner private coach', instructions: 'PRIVATE: my medical history', institution: w.a1.id });
+    const shared = await create(ownerTok, { name: 'Owner shared tutor', institution: w.a1.id, institution_shared: true });
+    const personal = await create(ownerTok, { name: 'Owner personal notes', institution: null });
+    const system = await create(tok.instAdminA1, { name: 'A1 system helper', institution: w.a1.id, system: true });
+    const owned = [priv, shared, personal];
+
+    // a record of the peer made with the owner's shared assistant, with a thumb (so the feedbacks listing shows it)
+    const recordId = newId();
+    await t.database.db.insert(schema.histories).values({
+      id: recordId, userId: peer.id, accountId: w.accountA.id, institutionId: w.a1.id, assistantId: shared,
+      success: true, input: 'asked the shared tutor', inputs: ['asked the shared tutor'], outputs: ['answer'], thumbUpDown: 'up',
+    });
+
+    assert.equal((await call('GET', `/api/user/assistant/${priv}`, peerTok)).statusCode, 404, 'private before the deletion');
+    assert.equal((await call('GET', `/api/user/assistant/${shared}`, peerTok)).statusCode, 200);
+
+    assert.equal((await call('DELETE', `/api/admin/user/${owner.id}`, tok.adminA)).statusCode, 200);
+
+    for (const id of owned) expectError(await call('GET', `/api/user/assistant/${id}`, peerTok), 404, 'NOT_FOUND');
+    const sys = await call('GET', `/api/user/assistant/${system}`, peerTok);
+    assert.equal(sys.statusCode, 200, 'a genuine system assistant is still visible to members');
+    assert.equal(sys.json().data.owner, null);
+
+    const listed = await call('GET', '/api/user/assistants', peerTok);
+    assert.equal(listed.statusCode, 200, listed.body);
+    const listedIds = listed.json().data.map((a: any) => a._id);
+    assert.ok(listedIds.includes(system));
+    assert.deepEqual(owned.filter((id) => listedIds.includes(id)), []);
+
+    for (const token of [tok.adminA, tok.root]) {
+      const sysOnly = await call('POST', '/api/admin/assistants', token, { system_only: true, pageSize: 5000 });
+      assert.equal(sysOnly.statusCode, 200, sysOnly.body);
+      const ids = sysOnly.json().data.map((a: any) => a._id);
+      assert.ok(ids.includes(system));
+      assert.deepEqual(owned.filter((id) => ids.includes(id)), [], 'none of the deleted user\'s assistants is listed as a system assistant');
+      const all = (await call('POST', '/api/admin/assistants', token, { pageSize: 5000 })).json().data.map((a: any) => a._id);
+      assert.deepEqual(owned.filter((id) => all.includes(id)), []);
+    }
+    const left = await rowsOf<{ id: string }>(t.database.db, sql`select id from assistants where id in (${priv}, ${shared}, ${personal})`);
+    assert.deepEqual(left, [], 'the personal assistant (no institution) went too');
+
+    // the peer's record stays, without the assistant, in its listing and in the admin feedbacks
+    const mine = await call('POST', '/api/user/histories', peerTok, { institution: w.a1.id });
+    assert.equal(mine.statusCode, 200, mine.body);
+    const rec = mine.json().data.find((h: any) => h.id === recordId);
+    assert.ok(rec, 'the record is still listed');
+    assert.equal(rec.assistant, null);
+    const fb = await call('POST', '/api/admin/feedbacks', tok.adminA, { pageSize: 5000 });
+    assert.equal(fb.statusCode, 200, fb.body);
+    const fbRec = fb.json().data.find((h: any) => h._id === recordId);
+    assert.ok(fbRec, 'the feedback is still listed');
+    assert.equal(fbRec.assistant, null);
+  });
+
   test('a transfer locks the institution before the user whatever its direction (the order of a Q&A payment from a pool)', async () => {
     // A payment from an institution's pool updates the institution, then the asking user; a transfer from a
     // user to an institution that took the user first could deadlock with it on PostgreSQL. PGlite runs one

@@ -139,3 +139,28 @@ test('0011 records the reservations left open before it (a reserve without a rel
     assert.deepEqual(rows, [{ ref_id: 'open-1', institution_id: 'i1', user_id: null, actor_user_id: 'u1', amount: '3.0000', at: '2026-01-01 00:01:00+00' }]);
   });
 });
+
+test("0016: a user's assistants go with the user; ownerless rows already there (system or orphaned, indistinguishable) stay", async () => {
+  await beforeMigration('0016_assistants_follow_their_owner', async (pg, at) => {
+    await pg.exec(`insert into accounts (id, name) values ('acc', 'Acme');
+      insert into users (id, account_id, email, password_hash) values
+        ('u1', 'acc', 'u1@acme.test', 'x'), ('u2', 'acc', 'u2@acme.test', 'x'), ('u3', 'acc', 'u3@acme.test', 'x');
+      insert into assistants (id, account_id, owner_user_id, name) values
+        ('system', 'acc', null, 'made ownerless'), ('of-u1', 'acc', 'u1', 'u1 private'), ('of-u2', 'acc', 'u2', 'u2 private')`);
+    // before: deleting a user left their assistant ownerless, that is a system assistant
+    await pg.exec(`delete from users where id = 'u2'`);
+    assert.deepEqual((await pg.query(`select id, owner_user_id from assistants order by id`)).rows, [
+      { id: 'of-u1', owner_user_id: 'u1' },
+      { id: 'of-u2', owner_user_id: null },
+      { id: 'system', owner_user_id: null },
+    ]);
+    await apply(pg, tags[at]!);
+    assert.deepEqual((await pg.query(`select id from assistants order by id`)).rows, [{ id: 'of-u1' }, { id: 'of-u2' }, { id: 'system' }], 'no row removed');
+    await pg.exec(`insert into histories (id, user_id, account_id, assistant_id, success) values
+      ('h1', 'u1', 'acc', 'of-u1', true), ('h3', 'u3', 'acc', 'of-u1', true)`);
+    await pg.exec(`delete from users where id = 'u1'`);
+    assert.deepEqual((await pg.query(`select id from assistants order by id`)).rows, [{ id: 'of-u2' }, { id: 'system' }]);
+    // the user's own record went with the user; another user's record made with the assistant stays, without it
+    assert.deepEqual((await pg.query(`select id, assistant_id from histories`)).rows, [{ id: 'h3', assistant_id: null }]);
+  });
+});

@@ -645,7 +645,7 @@ export const ssoProviders = pgTable(
 /**
  * An assistant: instructions and retrieval scope for Q&A. It belongs to an account and, unless
  * personal, to one institution. `ownerUserId` null marks a system assistant (no owner: created by
- * an admin or seed-demo). Visibility: see conversation/assistants.policy.ts.
+ * an admin or seed-demo). Visibility: see conversation/conversation.policy.ts.
  */
 export const assistants = pgTable(
   'assistants',
@@ -655,7 +655,8 @@ export const assistants = pgTable(
       .notNull()
       .references(() => accounts.id, { onDelete: 'cascade' }),
     institutionId: text('institution_id').references(() => institutions.id, { onDelete: 'cascade' }),
-    ownerUserId: text('owner_user_id').references(() => users.id, { onDelete: 'set null' }),
+    /** The owner's assistants go with the owner (ON DELETE CASCADE): null must keep meaning "system". */
+    ownerUserId: text('owner_user_id').references(() => users.id, { onDelete: 'cascade' }),
     name: text('name').notNull(),
     description: text('description').notNull().default(''),
     instructions: text('instructions').notNull().default(''),

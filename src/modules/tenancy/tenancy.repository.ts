@@ -243,6 +243,11 @@ export async function listInstitutions(db: DbOrTx, filter: InstitutionListFilter
   return { rows, total: Number(counted?.n ?? 0) };
 }
 
+/**
+ * The user's personal rows (sessions, memberships, memory, uploads, collections, histories, the assistants
+ * they own, ...) go in the same statement by ON DELETE CASCADE: assistants must, since a null owner marks a
+ * system assistant (migration 0016).
+ */
 export async function deleteUser(db: DbOrTx, id: string, actorUserId: string | null = null): Promise<boolean> {
   return deleteHolder(db, 'users', id, actorUserId);
 }

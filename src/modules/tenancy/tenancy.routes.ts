@@ -362,7 +362,11 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
       schema: {
         tags,
         summary: 'Delete a user with their sessions, enrolments and personal data',
-        description: `Needs users.delete (superadmin, account admin of the user's account; only a superadmin deletes a superadmin; same reach rules as PATCH). Nobody deletes themselves (403). ${SCOPE_NOTE}`,
+        description:
+          `Needs users.delete (superadmin, account admin of the user's account; only a superadmin deletes a superadmin; same reach rules as PATCH). Nobody deletes themselves (403). ` +
+          "Goes with the user: their sessions, enrolments, memory parameters, vault files and collections, history records and every assistant they own (private, institution_shared or personal; system assistants have no owner and stay). " +
+          "Other users' history records made with one of those assistants are kept, with assistant null. " +
+          `${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },
