@@ -167,6 +167,30 @@ describe('POST /api/admin/sessions', () => {
     assert.equal(revoked.length, 1);
   });
 
+  test('usersearch finds a user whose name and e-mail were sent decomposed (NFD) by their exact text, a substring and the composed spelling', async () => {
+    const email = `jose-${newId().slice(-6)}@acme.test`;
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/api/admin/user',
+      headers: bearer(tok.root),
+      payload: { email, password: 'a-long-password', fname: 'Jose\u0301', lname: 'Bre\u0301zillon', account: w.accountA.id, institutions: [{ institution: w.a1.id, role: 'user' }] },
+    });
+    assert.equal(created.statusCode, 201, created.body);
+    const viaRoute = created.json().data._id as string;
+    const viaRepo = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' }, fields: { fname: 'Ine\u0300s', lname: 'Bre\u0301zillon' } });
+    await login(t.app, email, 'a-long-password');
+    await login(t.app, viaRepo.email);
+    const users = async (usersearch: string) => [...new Set((await ids(tok.root, { usersearch })).map((s) => s.user._id as string))].sort();
+    for (const term of ['Bre\u0301zillon', 'Bre\u0301z', 'BR\u00c9ZILLON', 'e\u0301zil']) assert.deepEqual(await users(term), [viaRoute, viaRepo.id].sort(), JSON.stringify(term));
+    for (const term of ['Jos\u00e9', 'jose\u0301']) assert.deepEqual(await users(term), [viaRoute], JSON.stringify(term));
+    // an e-mail given decomposed (create-admin, the bootstrap and the repository take any; the admin route ASCII ones)
+    const nfdMail = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' }, email: `zoe\u0301-${newId().slice(-6)}@acme.test` });
+    await login(t.app, nfdMail.email.normalize('NFD'));
+    for (const term of [nfdMail.email.normalize('NFD'), nfdMail.email.normalize('NFC').toUpperCase(), 'oe\u0301-']) assert.deepEqual(await users(term), [nfdMail.id], JSON.stringify(term));
+    assert.deepEqual(await users('Ine\u0300s Bre'), [], 'first and last names are matched one at a time');
+    assert.deepEqual(await users('IN\u00c8S'), [viaRepo.id]);
+  });
+
   test('pagination: stable order, last page, hasMore, limitsearch alias, bounds', async () => {
     const everything = await ids(tok.root);
     assert.ok(everything.length >= 5);

@@ -181,6 +181,57 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     assert.deepEqual(await search('%'), [pct.id]);
   });
 
+  test('names and e-mails sent decomposed (NFD) are stored in NFC: each listing finds them by their exact text, a substring and the composed spelling', async () => {
+    // "é" as e + U+0301, as macOS and many copy-pastes write it
+    const acct = await call('POST', '/api/admin/account', tok.root, { name: 'Cafe\u0301 Nume\u0301rique Qz', managerEmail: 'direction@cafe-qz.test' });
+    assert.equal(acct.statusCode, 201, acct.body);
+    assert.equal(acct.json().data.name, 'Caf\u00e9 Num\u00e9rique Qz', 'stored (and returned) in NFC');
+    const accounts = async (accountsearch: string) => {
+      const res = await call('POST', '/api/admin/accounts', tok.root, { accountsearch });
+      assert.equal(res.statusCode, 200, res.body);
+      return res.json().data.map((a: any) => a._id);
+    };
+    for (const term of ['Cafe\u0301 Nume\u0301rique Qz', 'Cafe\u0301', 'e\u0301rique q', 'CAF\u00c9 NUM\u00c9RIQUE QZ']) {
+      assert.deepEqual(await accounts(term), [acct.json().data._id], JSON.stringify(term));
+    }
+    // renamed decomposed: still found
+    assert.equal((await call('PATCH', `/api/admin/account/${acct.json().data._id}`, tok.root, { name: 'Bre\u0301sil Qz' })).statusCode, 200);
+    assert.deepEqual(await accounts('Br\u00e9sil qz'), [acct.json().data._id]);
+
+    const inst = await call('POST', '/api/admin/institution', tok.root, { account: w.accountA.id, name: 'Inst Qz Sante\u0301', ainame: 'He\u0301le\u0300ne Qz' });
+    assert.equal(inst.statusCode, 201, inst.body);
+    for (const term of ['Qz Sante\u0301', 'sant\u00e9', 'He\u0301le\u0300ne', 'H\u00c9L\u00c8NE']) {
+      const res = (await call('GET', `/api/admin/institutions?search=${encodeURIComponent(term)}&pageSize=5000`, tok.root)).json();
+      assert.deepEqual(res.data.map((i: any) => i._id), [inst.json().data._id], JSON.stringify(term));
+    }
+
+    const user = await call('POST', '/api/admin/user', tok.adminA, newUserBody({ fname: 'Zoe\u0301', lname: 'Bre\u0301zillon Qz' }));
+    assert.equal(user.statusCode, 201, user.body);
+    assert.equal(user.json().data.lname, 'Br\u00e9zillon Qz');
+    for (const term of ['Bre\u0301zillon Qz', 'Bre\u0301z', 'br\u00e9zillon qz', 'ZO\u00c9']) {
+      const res = (await call('GET', `/api/admin/users?search=${encodeURIComponent(term)}&pageSize=5000`, tok.adminA)).json();
+      assert.deepEqual(res.data.map((u: any) => u._id), [user.json().data._id], JSON.stringify(term));
+    }
+    // e-mails (the admin route takes ASCII ones; create-admin, the bootstrap and the repository take any): one
+    // e-mail whatever its form, found by either spelling, and the composed spelling of a decomposed one is taken
+    const email = `zoe\u0301-${newId().slice(-6)}@acme.test`;
+    const zoe = await makeUser(t.database, { accountId: w.accountA.id, email, memberships: { [w.a1.id]: 'user' } });
+    assert.equal(zoe.email, email.normalize('NFC'));
+    await login(t.app, email);
+    await login(t.app, email.normalize('NFC').toUpperCase());
+    for (const term of [email, email.normalize('NFC').toUpperCase()]) {
+      const res = (await call('GET', `/api/admin/users?search=${encodeURIComponent(term)}`, tok.adminA)).json();
+      assert.deepEqual(res.data.map((u: any) => u._id), [zoe.id], JSON.stringify(term));
+    }
+    await assert.rejects(makeUser(t.database, { accountId: w.accountA.id, email: email.normalize('NFC').toUpperCase() }), 'users_email_lower_uq: the same e-mail in NFC');
+    await assert.rejects(makeUser(t.database, { accountId: w.accountA.id, email }), 'the same e-mail in NFD');
+    // edited decomposed: stored composed
+    const edited = await call('PATCH', `/api/admin/user/${user.json().data._id}`, tok.adminA, { lname: 'Mu\u0308ller Qz' });
+    assert.equal(edited.json().data.lname, 'M\u00fcller Qz');
+    const found = (await call('GET', `/api/admin/users?search=${encodeURIComponent('mu\u0308ller q')}`, tok.adminA)).json();
+    assert.deepEqual(found.data.map((u: any) => u._id), [user.json().data._id]);
+  });
+
   test('accounts listing: envelope, pagination, minimum, activeOnly, insitutionsUsage, scope and validation', async () => {
     for (let i = 1; i <= 5; i += 1) await makeAccount(t.database, { name: `Paging ${i}` });
     const p1 = (await call('POST', '/api/admin/accounts', tok.root, { accountsearch: 'paging', pageSize: 2 })).json();

@@ -164,3 +164,27 @@ test("0016: a user's assistants go with the user; ownerless rows already there (
     assert.deepEqual((await pg.query(`select id, assistant_id from histories`)).rows, [{ id: 'h3', assistant_id: null }]);
   });
 });
+
+test('0017 puts names and e-mails of accounts, institutions and users in NFC; an e-mail that would then equal another user\'s stays as it is', async () => {
+  await beforeMigration('0017_names_and_emails_in_nfc', async (pg, at) => {
+    const d = (s: string) => s.normalize('NFD');
+    await pg.query(`insert into accounts (id, name, manager_email) values ('acc', $1, $2), ('plain', 'Plain', null)`, [d('Café Numérique'), d('josé@café.test')]);
+    await pg.query(`insert into institutions (id, account_id, public_id, name, ainame, contact_email) values ('i1', 'acc', '00000000-0000-4000-8000-000000000001', $1, $2, $3)`, [d('Santé'), d('Hélène'), d('zoé@café.test')]);
+    await pg.query(
+      `insert into users (id, account_id, email, password_hash, fname, lname) values
+         ('u1', 'acc', $1, 'x', $2, $3), ('u2', 'acc', $4, 'x', '', ''), ('u3', 'acc', $5, 'x', '', '')`,
+      [d('inès@café.test'), d('Inès'), d('Brézillon'), 'Zoé@café.test', d('zoé@CAFÉ.test')],
+    );
+    await apply(pg, tags[at]!);
+    assert.deepEqual((await pg.query(`select id, name, manager_email from accounts order by id`)).rows, [
+      { id: 'acc', name: 'Café Numérique', manager_email: 'josé@café.test' },
+      { id: 'plain', name: 'Plain', manager_email: null },
+    ]);
+    assert.deepEqual((await pg.query(`select name, ainame, contact_email from institutions`)).rows, [{ name: 'Santé', ainame: 'Hélène', contact_email: 'zoé@café.test' }]);
+    assert.deepEqual((await pg.query(`select id, email, fname, lname from users order by id`)).rows, [
+      { id: 'u1', email: 'inès@café.test', fname: 'Inès', lname: 'Brézillon' },
+      { id: 'u2', email: 'Zoé@café.test', fname: '', lname: '' },
+      { id: 'u3', email: d('zoé@CAFÉ.test'), fname: '', lname: '' }, // would collide with u2: kept for an admin to change
+    ]);
+  });
+});

@@ -1,12 +1,14 @@
 import { and, asc, eq, isNull, ne, sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { accounts, institutions, memberships, sessions, users } from '../../db/schema.js';
+import { withNfc } from '../../db/values.js';
 
 export type UserRow = typeof users.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
 
 export async function findUserByEmail(db: DbOrTx, email: string): Promise<UserRow | undefined> {
-  const [row] = await db.select().from(users).where(sql`lower(${users.email}) = lower(${email})`).limit(1);
+  // e-mails are stored in NFC (tenancy.repository insertUser): an address typed decomposed is the same one
+  const [row] = await db.select().from(users).where(sql`lower(${users.email}) = lower(${email.normalize('NFC')})`).limit(1);
   return row;
 }
 
@@ -94,7 +96,7 @@ export async function revokeUserSessions(db: DbOrTx, userId: string, reason: str
 export async function updateUser(db: DbOrTx, id: string, patch: Partial<typeof users.$inferInsert>, now: Date): Promise<UserRow | undefined> {
   const [row] = await db
     .update(users)
-    .set({ ...patch, updatedAt: now })
+    .set({ ...withNfc(patch, ['email', 'fname', 'lname'] as const), updatedAt: now })
     .where(eq(users.id, id))
     .returning();
   return row;

@@ -52,7 +52,7 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
         {
           max: config.loginRateLimitPerEmail,
           timeWindowMs: window,
-          key: (req) => `login-email:${req.ip}:${String((req.body as { email?: unknown } | undefined)?.email ?? '').toLowerCase()}`,
+          key: (req) => `login-email:${req.ip}:${String((req.body as { email?: unknown } | undefined)?.email ?? '').normalize('NFC').toLowerCase()}`,
         },
       ),
     },

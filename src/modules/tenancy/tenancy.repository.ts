@@ -1,6 +1,7 @@
 import { and, asc, eq, isNotNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { likeContains } from '../../db/search.js';
+import { withNfc } from '../../db/values.js';
 import { accounts, institutionLtiContexts, institutions, memberships, users } from '../../db/schema.js';
 import { payCreditAward } from './credits.repository.js';
 import { newId } from '../../shared/ids.js';
@@ -9,8 +10,13 @@ export type AccountRow = typeof accounts.$inferSelect;
 export type InstitutionRow = typeof institutions.$inferSelect;
 export type MembershipRow = typeof memberships.$inferSelect;
 
+/** The columns the admin listings search, stored in NFC (values.ts nfc). */
+const ACCOUNT_TEXT = ['name', 'managerEmail'] as const;
+const INSTITUTION_TEXT = ['name', 'ainame', 'contactEmail'] as const;
+const USER_TEXT = ['email', 'fname', 'lname'] as const;
+
 export async function insertAccount(db: DbOrTx, row: typeof accounts.$inferInsert): Promise<AccountRow> {
-  const [created] = await db.insert(accounts).values(row).returning();
+  const [created] = await db.insert(accounts).values(withNfc(row, ACCOUNT_TEXT)).returning();
   return created!;
 }
 
@@ -26,7 +32,7 @@ export async function findAccount(db: DbOrTx, id: string): Promise<AccountRow | 
 export async function insertInstitution(db: DbOrTx, row: typeof institutions.$inferInsert): Promise<InstitutionRow> {
   return db.transaction(async (tx) => {
     const ltiContextIds = row.ltiContextIds ? [...new Set(row.ltiContextIds)] : undefined;
-    const [created] = await tx.insert(institutions).values({ ...row, ...(ltiContextIds ? { ltiContextIds } : {}) }).returning();
+    const [created] = await tx.insert(institutions).values(withNfc({ ...row, ...(ltiContextIds ? { ltiContextIds } : {}) }, INSTITUTION_TEXT)).returning();
     if (ltiContextIds?.length) await claimLtiContexts(tx, created!.id, ltiContextIds);
     return created!;
   });
@@ -49,7 +55,7 @@ export async function findInstitution(db: DbOrTx, id: string): Promise<Instituti
 }
 
 export async function insertUser(db: DbOrTx, row: typeof users.$inferInsert) {
-  const [created] = await db.insert(users).values(row).returning();
+  const [created] = await db.insert(users).values(withNfc(row, USER_TEXT)).returning();
   return created!;
 }
 
@@ -119,7 +125,7 @@ export async function touchAccountActivity(db: DbOrTx, accountId: string, now: D
 export async function updateAccount(db: DbOrTx, id: string, patch: Partial<typeof accounts.$inferInsert>, now: Date): Promise<AccountRow | undefined> {
   const [row] = await db
     .update(accounts)
-    .set({ ...patch, updatedAt: now })
+    .set({ ...withNfc(patch, ACCOUNT_TEXT), updatedAt: now })
     .where(eq(accounts.id, id))
     .returning();
   return row;
@@ -185,7 +191,7 @@ export async function updateInstitution(db: DbOrTx, id: string, patch: Partial<t
     const ltiContextIds = patch.ltiContextIds ? [...new Set(patch.ltiContextIds)] : undefined;
     const [row] = await tx
       .update(institutions)
-      .set({ ...patch, ...(ltiContextIds ? { ltiContextIds } : {}), updatedAt: now })
+      .set({ ...withNfc(patch, INSTITUTION_TEXT), ...(ltiContextIds ? { ltiContextIds } : {}), updatedAt: now })
       .where(eq(institutions.id, id))
       .returning();
     if (row && ltiContextIds) await claimLtiContexts(tx, id, ltiContextIds);
