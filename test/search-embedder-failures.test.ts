@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { buildWorld, type World } from './authz/fixture.js';
-import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+import { startOpenAiStub, type EmbeddingsHandler, type OpenAiStub } from './support/openai-stub.js';
 
 let w: World;
 let stub: OpenAiStub;
@@ -32,6 +32,21 @@ describe('search and chunk edits: embedding provider failures are 502s', () => {
     await stub?.close();
   });
 
+  const wrongSize: EmbeddingsHandler = ({ texts }) => texts.map(() => [1, 0, 0]);
+  /** A request made while the provider answers with `handler`; the default answers come back after it. */
+  const answeredBy = async <T>(handler: EmbeddingsHandler, request: () => Promise<T>): Promise<T> => {
+    stub.setEmbeddingsHandler(handler);
+    try {
+      return await request();
+    } finally {
+      stub.setEmbeddingsHandler(null);
+    }
+  };
+  const expectUpstreamFailure = (res: { statusCode: number; body: string; json(): { error: { code: string } } }) => {
+    assert.equal(res.statusCode, 502, `got ${res.statusCode} ${res.body}`);
+    assert.equal(res.json().error.code, 'UPSTREAM_FAILED');
+  };
+
   const search = () => w.app.inject({ method: 'POST', url: '/api/user/files/search-content', headers: w.headersFor('member'), payload: { query: 'speed of light' } });
 
   test('sanity: search works through the stub embedder', async () => {
@@ -48,49 +63,24 @@ describe('search and chunk edits: embedding provider failures are 502s', () => {
   });
 
   test('search-content: vectors of the wrong size are an upstream failure (502), not a 500', async () => {
-    stub.setEmbeddingsHandler(({ texts }) => texts.map(() => [1, 0, 0]));
-    try {
-      const res = await search();
-      assert.equal(res.statusCode, 502, `got ${res.statusCode} ${res.body}`);
-      assert.equal(res.json().error.code, 'UPSTREAM_FAILED');
-    } finally {
-      stub.setEmbeddingsHandler(null);
-    }
+    expectUpstreamFailure(await answeredBy(wrongSize, search));
   });
 
   test('search-content: a wrong number of vectors is an upstream failure (502), not a 500', async () => {
-    stub.setEmbeddingsHandler(() => []);
-    try {
-      const res = await search();
-      assert.equal(res.statusCode, 502, `got ${res.statusCode} ${res.body}`);
-    } finally {
-      stub.setEmbeddingsHandler(null);
-    }
+    expectUpstreamFailure(await answeredBy(() => [], search));
   });
 
   test('Q&A: vectors of the wrong size are an upstream failure (502), not a 500', async () => {
-    stub.setEmbeddingsHandler(({ texts }) => texts.map(() => [1, 0, 0]));
-    try {
-      const res = await w.app.inject({ method: 'POST', url: '/api/ai/personal/qanda', headers: w.headersFor('member'), payload: { id: 1, inputs: ['What is the speed of light?'] } });
-      assert.equal(res.statusCode, 502, `got ${res.statusCode} ${res.body}`);
-    } finally {
-      stub.setEmbeddingsHandler(null);
-    }
+    const ask = () => w.app.inject({ method: 'POST', url: '/api/ai/personal/qanda', headers: w.headersFor('member'), payload: { id: 1, inputs: ['What is the speed of light?'] } });
+    expectUpstreamFailure(await answeredBy(wrongSize, ask));
   });
 
   test('PUT /api/user/embedding/{id}: vectors of the wrong size are a 502 and nothing changes', async () => {
-    stub.setEmbeddingsHandler(({ texts }) => texts.map(() => [1, 0, 0]));
-    try {
-      const url = `/api/user/embedding/${w.records.personalFile.chunkId}`;
-      const before = await w.app.inject({ method: 'GET', url, headers: w.headersFor('member') });
-      assert.equal(before.statusCode, 200, before.body);
-      const res = await w.app.inject({ method: 'PUT', url, headers: w.headersFor('member'), payload: { sanitizedText: 'New text.' } });
-      assert.equal(res.statusCode, 502, `got ${res.statusCode} ${res.body}`);
-      assert.equal(res.json().error.code, 'UPSTREAM_FAILED');
-      const afterwards = await w.app.inject({ method: 'GET', url, headers: w.headersFor('member') });
-      assert.deepEqual(afterwards.json(), before.json(), 'the chunk is unchanged');
-    } finally {
-      stub.setEmbeddingsHandler(null);
-    }
+    const url = `/api/user/embedding/${w.records.personalFile.chunkId}`;
+    const before = await w.app.inject({ method: 'GET', url, headers: w.headersFor('member') });
+    assert.equal(before.statusCode, 200, before.body);
+    expectUpstreamFailure(await answeredBy(wrongSize, () => w.app.inject({ method: 'PUT', url, headers: w.headersFor('member'), payload: { sanitizedText: 'New text.' } })));
+    const afterwards = await w.app.inject({ method: 'GET', url, headers: w.headersFor('member') });
+    assert.deepEqual(afterwards.json(), before.json(), 'the chunk is unchanged');
   });
 });
