@@ -46,9 +46,10 @@ export class Shutdown {
   }
 
   /** Counts a request from its start until its connection's response closes. */
-  track(response: { once(event: 'close', listener: () => void): unknown }): void {
+  track(response: { on(event: 'close', listener: () => void): unknown }): void {
     this.active++;
-    response.once('close', this.onClosed);
+    // `on`, not `once`: a response closes once, and once's wrapper is an allocation on every request
+    response.on('close', this.onClosed);
   }
 
   get requestsInFlight(): number {
