@@ -45,7 +45,7 @@ import { searchRoutes } from './modules/search/search.routes.js';
 import { conversationRoutes } from './modules/conversation/conversation.routes.js';
 import { loadRedisAdapterModules, RealtimeGateway } from './modules/realtime/gateway.js';
 import { createEmbedder } from './providers/embeddings/index.js';
-import { createChatModel } from './providers/llm/index.js';
+import { createChatModel, stoppedBy } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
 import { ensureBootstrapAdmin } from './modules/tenancy/bootstrap.js';
 import { systemClock, type Clock } from './shared/clock.js';
@@ -214,7 +214,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     },
     log: app.log,
     // Created lazily so that a misconfigured provider fails the routes that need it, with its own message.
-    providers: lazyProviders(config, database, app, options.providers ?? {}),
+    providers: lazyProviders(config, database, app, options.providers ?? {}, shutdown),
     invalidation,
     searchIndex,
     indexWarmer: new IndexWarmer(database.background?.db ?? database.db, searchIndex, app.log, database.background?.giveWay),
@@ -321,15 +321,11 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
     if (request.url.startsWith('/api/') && !reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     // While shutting down, answers to in-flight requests close their keep-alive connection, so the
     // server can finish draining instead of waiting for idle clients to hang up.
-    if (closing) reply.header('connection', 'close');
+    if (shutdown.closing.aborted) reply.header('connection', 'close');
     done(null, payload);
   });
-  let closing = false;
   // the first close hook: the requests in flight finish (or are stopped) before sockets, workers and the database close
-  app.addHook('preClose', async () => {
-    closing = true;
-    await shutdown.drain();
-  });
+  app.addHook('preClose', () => shutdown.drain());
 
   app.decorateRequest('auth', null);
 
@@ -437,14 +433,15 @@ function clientErrorAnswerer(securityHeaders: Record<string, string>) {
   };
 }
 
-function lazyProviders(config: AppConfig, database: Database, app: App, given: Partial<Providers>): Providers {
-  const made: Partial<Providers> = { ...given };
+function lazyProviders(config: AppConfig, database: Database, app: App, given: Partial<Providers>, shutdown: Shutdown): Providers {
+  const made: Partial<Providers> = { ...given, chatModel: undefined };
   return {
     get mail() {
       return (made.mail ??= createMailSender(config, database.db, app.log));
     },
+    // every model call, whichever route makes it, ends when the shutdown stops the requests in flight
     get chatModel() {
-      return (made.chatModel ??= createChatModel(config.llm));
+      return (made.chatModel ??= stoppedBy(given.chatModel ?? createChatModel(config.llm), shutdown.inFlight));
     },
     get embedder() {
       return (made.embedder ??= createEmbedder(config.embeddings));

@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
-import { buildSanitizeRequest, createChatModel, SANITIZE_SYSTEM_PROMPT, sanitizePieces } from '../src/providers/llm/index.js';
+import { buildSanitizeRequest, createChatModel, SANITIZE_SYSTEM_PROMPT, sanitizePieces, stoppedBy } from '../src/providers/llm/index.js';
 import { cleanText, LocalChatModel, NOTHING_FOUND } from '../src/providers/llm/local.js';
 import { OpenAiCompatibleChatModel } from '../src/providers/llm/openai-compatible.js';
 import { UpstreamError, type ChatModel, type ChatRequest, type ChatStreamEvent, type LlmConfig } from '../src/providers/llm/types.js';
@@ -290,6 +290,26 @@ describe('openai-compatible chat model against a local OpenAI stub', () => {
     stub.delayMs(0);
     stub.streamChunkDelayMs(0);
   };
+
+  test('stoppedBy(): a stop signal ends a call in progress (completion or stream) with its reason, whatever the caller passed', async () => {
+    fresh();
+    stub.delayMs(1500);
+    const stop = new AbortController();
+    const model = stoppedBy(new OpenAiCompatibleChatModel(config({ maxRetries: 0 })), stop.signal);
+    assert.equal(model.defaultModel, 'stub-model');
+    const reason = new Error('the server is shutting down');
+    const own = new AbortController(); // the caller's own signal, never aborted: the stop still applies
+    const completing = model.complete({ ...buildSanitizeRequest('text', 'm'), signal: own.signal });
+    const streaming = (async () => {
+      for await (const _event of model.stream(buildSanitizeRequest('text', 'm'))) {
+        // nothing arrives before the stop
+      }
+    })();
+    while (chatRequests().length < 2) await new Promise((r) => setTimeout(r, 5));
+    stop.abort(reason);
+    await assert.rejects(completing, (err) => err === reason);
+    await assert.rejects(streaming, (err) => err === reason);
+  });
 
   test('complete(): text, the model the server reports, usage; messages sent as given with the key', async () => {
     fresh();

@@ -303,8 +303,6 @@ export class QandaService {
             maxTokens,
             context: prompt.context,
             ...(offerTools ? { tools: offerTools } : {}),
-            // a shutdown that runs out of time stops the call: the reservation is released and the caller told (503)
-            signal: ctx.shutdown.inFlight,
           };
           let result: ChatResult;
           try {
@@ -312,6 +310,7 @@ export class QandaService {
           } catch (err) {
             // The provider's own words stay in the log (as in the error handler): they may name hosts or models.
             const upstream = err instanceof UpstreamError || (err instanceof Error && err.name === 'UpstreamError');
+            // a shutdown that ran out of time stopped the call (app.ts lazyProviders): the reservation is released and the caller told (503)
             const stopped = err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE';
             if (upstream) ctx.log.warn({ err }, 'model provider failed during Q&A');
             else if (stopped) ctx.log.info('a model call was stopped by the shutdown');

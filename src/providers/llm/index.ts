@@ -22,6 +22,21 @@ export function createChatModel(config: LlmConfig): ChatModel {
   }
 }
 
+/**
+ * `model` with every call also stopped by `stop` (besides the call's own signal): the shutdown's signal for the
+ * requests still in flight when its time runs out (platform/shutdown.ts), whichever route made the call. An
+ * aborted call rejects with the signal's reason (the providers' contract), here a 503.
+ */
+export function stoppedBy(model: ChatModel, stop: AbortSignal): ChatModel {
+  const withStop = (request: ChatRequest): ChatRequest => ({ ...request, signal: request.signal ? AbortSignal.any([request.signal, stop]) : stop });
+  return {
+    provider: model.provider,
+    defaultModel: model.defaultModel,
+    complete: (request) => model.complete(withStop(request)),
+    stream: (request) => model.stream(withStop(request)),
+  };
+}
+
 /** System prompt of the sanitize call (POST /api/user/embedding/{id}/sanitize). */
 export const SANITIZE_SYSTEM_PROMPT = [
   'You clean up text extracted from documents and web pages.',
