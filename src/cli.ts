@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, StartupError, type AppConfig } from './config.js';
+import { ConfigError, loadConfig, type AppConfig } from './config.js';
+import { endpointOf } from './shared/endpoint.js';
+import { StartupError } from './shared/errors.js';
 import type { Database } from './db/client.js';
 import { startEmbeddedEarly } from './db/early.js';
 
@@ -122,22 +124,8 @@ export class UsageError extends Error {
   override name = 'UsageError';
 }
 
-/**
- * Plain Errors of other modules whose message already says everything the operator needs (no stack):
- * the embedded database held by another process (db/lock.ts) and a second seed-demo (tenancy/seed-demo.ts).
- */
+/** What Node's socket and DNS errors carry. */
 type SystemError = Error & { code?: unknown; syscall?: unknown; address?: unknown; port?: unknown; hostname?: unknown };
-
-/** host:port of a URL (never its credentials), with the scheme's default port. */
-function endpointOf(raw: string | undefined, defaultPort: number): { host: string; port: number } | undefined {
-  if (!raw) return undefined;
-  try {
-    const u = new URL(raw);
-    return { host: u.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost', port: Number(u.port) || defaultPort };
-  } catch {
-    return undefined;
-  }
-}
 
 const LISTEN_REASONS: Record<string, string> = {
   EADDRINUSE: 'the address is in use',

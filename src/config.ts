@@ -114,8 +114,6 @@ export class ConfigError extends Error {
   }
 }
 
-export { StartupError } from './shared/errors.js';
-
 /** Public revoke endpoints of the cloud providers we know; CLOUD_REVOKE_URLS overrides or extends them. */
 const DEFAULT_CLOUD_REVOKE_URLS: Record<string, string> = {
   google: 'https://oauth2.googleapis.com/revoke',

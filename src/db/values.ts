@@ -22,6 +22,6 @@ export function nfc<T extends string | null | undefined>(value: T): T {
 /** The row with the given text columns in NFC (those absent or null left as they are). */
 export function withNfc<R extends object>(row: R, keys: ReadonlyArray<keyof R>): R {
   const out = { ...row };
-  for (const key of keys) if (typeof out[key] === 'string') out[key] = (out[key] as string).normalize('NFC') as R[keyof R];
+  for (const key of keys) if (typeof out[key] === 'string') out[key] = nfc(out[key] as string) as R[keyof R];
   return out;
 }

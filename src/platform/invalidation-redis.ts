@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { StartupError } from '../config.js';
+import { endpointOf } from '../shared/endpoint.js';
+import { StartupError } from '../shared/errors.js';
 import type { InvalidationChannel } from './invalidation-channel.js';
 import { quitRedis, REDIS_HEARTBEAT_MS, startRedisHeartbeat } from './redis-heartbeat.js';
 
@@ -173,13 +174,9 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
 
 /** Why Redis could not be used at start, named by REDIS_URL's host and port (ioredis's defaults when absent). */
 function unreachable(url: string, cause: unknown): StartupError {
-  let where = '(not a redis:// URL)'; // config.ts refuses those; never quoted, it could hold a password
-  try {
-    const u = new URL(url);
-    where = `${u.hostname || 'localhost'}:${u.port || 6379}`;
-  } catch {
-    // keeps the placeholder
-  }
+  const endpoint = endpointOf(url, 6379);
+  // config.ts refuses what is not a URL; never quoted, it could hold a password
+  const where = endpoint ? `${endpoint.host}:${endpoint.port}` : '(not a redis:// URL)';
   const { code, message } = (cause ?? {}) as { code?: unknown; message?: unknown };
   return new StartupError(
     typeof code === 'string' && /^E[A-Z]+$/.test(code)
