@@ -42,6 +42,6 @@ export interface AppContext {
   vectorDrain: VectorDrain;
   /** Reads a newly ingested file's index into searchIndex in the background (search/indexing.ts). */
   indexWarmer: IndexWarmer;
-  /** The graceful shutdown's steps and signals (platform/shutdown.ts): background work stops on `closing`, long upstream calls on `inFlight`. */
+  /** The graceful shutdown's steps and signals (platform/shutdown.ts): background work stops on `closing`, model calls on `inFlight` (joined by the provider). */
   shutdown: Shutdown;
 }

@@ -40,7 +40,7 @@ export class Shutdown {
     return this.closingController.signal;
   }
 
-  /** Aborted when the requests in flight must stop (their reason: a 503 AppError). Pass it to long upstream calls. */
+  /** Aborted when the requests in flight must stop (their reason: a 503 AppError). Every model call is joined to it (app.ts lazyProviders, stoppedBy). */
   get inFlight(): AbortSignal {
     return this.inFlightController.signal;
   }
