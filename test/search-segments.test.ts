@@ -7,7 +7,7 @@ import { compareCodePoints, edgeLists, entityRows, graphNames, uploadGraph, type
 import { denseSearch, drainStagedVectors, refreshUploadIndex, replaceChunkText } from '../src/modules/search/search.repository.js';
 import { textArray } from '../src/db/search.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
-import { allowedOf, bm25, entityScores, hashKey, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TopK, type Allowed } from '../src/modules/search/segments.js';
+import { allowedOf, bm25, entityScores, expandNeighbours, hashKey, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TermPositions, TopK, type Allowed } from '../src/modules/search/segments.js';
 import { bySimilarity, similarity, TrigramDictionary, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { packVector, vectorParam } from '../src/modules/search/vectors.js';
@@ -175,6 +175,114 @@ test('BM25 top k of weighted, expanded queries over 400 chunks in 8 files equals
   }
   // the pruning did leave chunks unscored, and the results above are still exact
   assert.ok(scored < matched * 0.6, `${scored} of ${matched} matching chunks scored`);
+});
+
+test('neighbour expansion re-scores the candidates as its formula says (query likelihood over the expanded counts), from the counts Postgres stores; the tail stays below', async () => {
+  // three topics over a shared background vocabulary, so that candidates have real neighbours
+  const topics = [
+    ['shock', 'wave', 'pressure', 'oblique', 'detached', 'nose'],
+    ['boundary', 'layer', 'laminar', 'transition', 'turbulent', 'skin', 'friction'],
+    ['flutter', 'wing', 'aeroelastic', 'panel', 'mode', 'stiffness'],
+  ];
+  const background = ['flow', 'model', 'measured', 'theory', 'results', 'effect', 'speed', 'surface'];
+  let seed = 7;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(rand() * xs.length)]!;
+  const ids: string[] = [];
+  for (let f = 0; f < 4; f++) {
+    ids.push(
+      await addUpload(
+        Array.from({ length: 30 }, () => {
+          const main = pick(topics);
+          const other = pick(topics);
+          return Array.from({ length: 8 + Math.floor(rand() * 40) }, () => (rand() < 0.55 ? pick(main) : rand() < 0.5 ? pick(background) : pick(other))).join(' ');
+        }),
+      ),
+    );
+  }
+  const scope = await scopeOf(ids);
+  const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, scope);
+  const n = scope.reduce((sum, u) => sum + u.chunks, 0);
+  const p = { ...BM25, n, avgdl: scope.reduce((sum, u) => sum + u.lexLen, 0) / n };
+  // what Postgres stores: each chunk's lexeme counts and BM25 length
+  const stored = new Map<string, { len: number; tf: Map<string, number> }>();
+  for (const r of await rowsOf<{ id: string; lex_len: number; lexeme: string; tf: number }>(
+    database.db,
+    sql`select c.id, c.lex_len, t.lexeme, coalesce(array_length(t.positions, 1), 1)::int as tf
+          from chunks c cross join lateral unnest(c.tsv) t where c.upload_id = any(${textArray(ids)}::text[])`,
+  )) {
+    const chunk = stored.get(r.id) ?? { len: Number(r.lex_len), tf: new Map() };
+    chunk.tf.set(r.lexeme, Number(r.tf));
+    stored.set(r.id, chunk);
+  }
+  const ctf = new Map<string, number>();
+  for (const chunk of stored.values()) for (const [w, tf] of chunk.tf) ctf.set(w, (ctf.get(w) ?? 0) + tf);
+  const tokens = [...stored.values()].reduce((sum, c) => sum + c.len, 0);
+  assert.ok(Math.abs(tokens - p.n * p.avgdl) < 1e-6);
+  /** the formula of expandNeighbours, written out over maps */
+  const reference = (hits: Array<{ id: string; score: number }>, terms: Array<{ lexeme: string; qtf: number }>, e: { candidates: number; k: number; alpha: number }) => {
+    const cand = hits.slice(0, e.candidates);
+    const m = cand.length;
+    const holders = new Map<string, number>();
+    for (const c of cand) for (const w of stored.get(c.id)!.tf.keys()) holders.set(w, (holders.get(w) ?? 0) + 1);
+    const vec = cand.map((c) => {
+      const v = new Map([...stored.get(c.id)!.tf].map(([w, tf]) => [w, tf * Math.log(1 + (m - holders.get(w)! + 0.5) / (holders.get(w)! + 0.5))]));
+      const norm = Math.sqrt([...v.values()].reduce((sum, x) => sum + x * x, 0)) || 1;
+      return new Map([...v].map(([w, x]) => [w, x / norm]));
+    });
+    const cosine = (a: number, b: number) => [...vec[a]!].reduce((sum, [w, x]) => sum + x * (vec[b]!.get(w) ?? 0), 0);
+    const k = Math.min(e.k, m - 1);
+    const mu = p.avgdl;
+    const known = terms.filter((t) => (ctf.get(t.lexeme) ?? 0) > 0);
+    const weights = known.reduce((sum, t) => sum + t.qtf, 0);
+    const scored = cand.map((c, d) => {
+      const near = cand.map((_, b) => b).filter((b) => b !== d).sort((a, b) => cosine(d, b) - cosine(d, a) || a - b).slice(0, k);
+      const sum = near.reduce((acc, b) => acc + Math.max(0, cosine(d, b)), 0);
+      const gamma = near.map((b) => (sum > 0 ? Math.max(0, cosine(d, b)) / sum : 0));
+      const count = (id: string, w: string) => stored.get(id)!.tf.get(w) ?? 0;
+      const len = e.alpha * stored.get(c.id)!.len + near.reduce((acc, b, j) => acc + (1 - e.alpha) * gamma[j]! * stored.get(cand[b]!.id)!.len, 0);
+      let score = weights * Math.log(mu / (len + mu));
+      for (const t of known) {
+        const cw = e.alpha * count(c.id, t.lexeme) + near.reduce((acc, b, j) => acc + (1 - e.alpha) * gamma[j]! * count(cand[b]!.id, t.lexeme), 0);
+        score += t.qtf * Math.log(1 + cw / ((mu * ctf.get(t.lexeme)!) / tokens));
+      }
+      return { id: c.id, score, rank: d };
+    });
+    scored.sort((a, b) => b.score - a.score || a.rank - b.rank);
+    return scored.map((x) => ({ id: x.id, score: Math.exp(x.score - scored[0]!.score) }));
+  };
+  let moved = 0;
+  for (const query of [
+    [{ lexeme: 'shock', qtf: 1 }],
+    [{ lexeme: 'boundari', qtf: 0.5 }, { lexeme: 'layer', qtf: 0.5 }, { lexeme: 'laminar', qtf: 0.1 }, { lexeme: 'flow', qtf: 0.05 }],
+    [{ lexeme: 'flutter', qtf: 0.4 }, { lexeme: 'wing', qtf: 0.3 }, { lexeme: 'pressur', qtf: 0.2 }, { lexeme: 'nowher', qtf: 1 }],
+  ]) {
+    const where = new TermPositions(segments);
+    const first = bm25(segments, query, 60, p, undefined, where);
+    assert.ok(first.hits.length > 20, JSON.stringify(query));
+    for (const e of [
+      { candidates: 40, k: 10, alpha: 0.5 },
+      { candidates: 25, k: 5, alpha: 0.25 },
+      { candidates: 100, k: 100, alpha: 0.75 },
+      { candidates: 30, k: 10, alpha: 1 },
+    ]) {
+      const got = expandNeighbours(first.hits, query, where, p, e);
+      const expected = reference(first.hits, query, e);
+      const head = got.slice(0, expected.length);
+      assert.deepEqual(head.map((h) => h.id), expected.map((x) => x.id), `${JSON.stringify(query)} ${JSON.stringify(e)}`);
+      for (const [i, h] of head.entries()) assert.ok(Math.abs(h.score - expected[i]!.score) < 1e-9, `#${i}: ${h.score} vs ${expected[i]!.score}`);
+      moved += head.filter((h, i) => h.id !== first.hits[i]!.id).length;
+      // the hits beyond the candidates: the same chunks in the same order, every score below the candidates'
+      const tail = got.slice(expected.length);
+      assert.deepEqual(tail.map((h) => h.id), first.hits.slice(expected.length).map((h) => h.id));
+      const floor = Math.min(...head.map((h) => h.score));
+      assert.ok(tail.every((h, i) => h.score <= floor && (i === 0 || h.score <= tail[i - 1]!.score)));
+      assert.equal(got.length, first.hits.length);
+      assert.equal(head[0]!.score, 1);
+    }
+  }
+  // the expansion did change orders (the comparisons above are not of identical lists)
+  assert.ok(moved > 20, `${moved} moved`);
 });
 
 test("a scope's entities and edges read in pages give the same segments as read in one", async () => {

@@ -3,7 +3,7 @@
  *
  * Formula: a lexically anchored, evidence-weighted CombSUM (chosen by evaluation; README "Content search").
  * 1. Each list's scores are divided by the list's best score (0..1 within the query).
- * 2. The lexical list (BM25, whose quality does not depend on a model) is the anchor, weight 1. Each
+ * 2. The lexical list (BM25, RM3 and their re-ranking: no model in them) is the anchor, weight 1. Each
  *    other side m earns a weight from the evidence of THIS query: w_m = ½ · a_m, where a_m is the share
  *    of m's top 10 that BM25's top 10 confirms. A side that retrieves noise (a weak embedder, a graph
  *    with no matching entity) finds no confirmation and fades out; a side that agrees with BM25 on its

@@ -10,7 +10,7 @@ import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
-import { allowedOf, bm25, entityScores, exactEntities, feedbackTerms, matching, NamePositions, neighbours, parseTsQuery, TermPositions, type Allowed, type Located, type Segment, type SegmentCache } from './segments.js';
+import { allowedOf, bm25, entityScores, exactEntities, expandNeighbours, feedbackTerms, matching, NamePositions, neighbours, parseTsQuery, TermPositions, type Allowed, type Located, type NeighbourExpansion, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
 
 /**
@@ -19,7 +19,8 @@ import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
  * scope (search.policy) → three ranked lists over the scope's chunks:
  *   dense   pgvector cosine (HNSW with iterative scan, or an exact scan for small scopes), in Postgres,
  *   lexical Okapi BM25 over the english tsvector with the scope's own statistics, plus a trigram
- *           correction of misspelt names,
+ *           correction of misspelt names, then RM3 feedback, and the feedback pass's head ranked again
+ *           with document expansion by nearest neighbours among it (segments.ts, expandNeighbours),
  *   kag     query entities → matched entities (exact, then trigram-fuzzy) → their chunks, plus one
  *           hop along the strongest co-occurrence edges with a decay, scored by inverse entity frequency
  * → fusion (fusion.ts) → minScore on the dense cosine of `rag` results → snippets.
@@ -178,13 +179,17 @@ async function lexical(
     allowed = parsed === undefined ? allowedOf(segments, await repo.websearchMatches(db, uploadIds, query)) : matching(segments, parsed);
   }
   const where = new TermPositions(segments);
-  const rank = (terms: Array<{ lexeme: string; qtf: number }>) => bm25(segments, terms, k, params, allowed, where);
+  const rank = (terms: Array<{ lexeme: string; qtf: number }>, depth = k) => bm25(segments, terms, depth, params, allowed, where);
   const first = rank(lexemes);
   // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity,
   // and the corrected query is the one that relevance feedback expands
   const corrected = await correctUnknown(db, index, segments, query, lexemes, first.df);
   const pass = corrected ? rank(corrected) : first;
-  return pass.hits.length > 0 ? feedback(corrected ?? lexemes, pass.hits, rank) : pass.hits;
+  if (pass.hits.length === 0) return pass.hits;
+  // RM3's expanded query, ranked deep enough for the neighbour expansion, whose order is kept
+  const expanded = feedback(corrected ?? lexemes, pass.hits);
+  const second = rank(expanded, Math.max(k, EXPANSION.candidates));
+  return expandNeighbours(second.hits, expanded, where, params, EXPANSION).slice(0, k);
 }
 
 /** The query's lexemes with those unknown in scope replaced by the lexemes of the closest name entities; undefined when nothing changes. */
@@ -211,14 +216,16 @@ const FB_TERMS = 10;
 const FB_LAMBDA = 0.5;
 
 /**
- * Pseudo-relevance feedback: the first pass's top chunks supply expansion terms (relevance model),
- * mixed with the query (λ), and BM25 runs again with the weighted terms.
+ * Document expansion among the expanded query's first 200 hits (segments.ts, expandNeighbours), with
+ * the parameters of Tao et al. (k 10 neighbours, α 0.5), not fitted to any collection.
  */
-function feedback(
-  lexemes: Array<{ lexeme: string; qtf: number }>,
-  hits: Located[],
-  rank: (terms: Array<{ lexeme: string; qtf: number }>) => { hits: Located[] },
-): Located[] {
+const EXPANSION: NeighbourExpansion = { candidates: 200, k: 10, alpha: 0.5 };
+
+/**
+ * Pseudo-relevance feedback: the first pass's top chunks supply expansion terms (relevance model),
+ * mixed with the query (λ); the weighted terms BM25 runs with again.
+ */
+function feedback(lexemes: Array<{ lexeme: string; qtf: number }>, hits: Located[]): Array<{ lexeme: string; qtf: number }> {
   const top = hits.slice(0, FB_DOCS).filter((h): h is Located & { segment: Segment; ord: number } => h.segment !== undefined && h.ord !== undefined);
   const sum = top.reduce((s, h) => s + h.score, 0) || 1;
   const terms = feedbackTerms(top.map((h) => ({ segment: h.segment, ord: h.ord, weight: h.score / sum })), FB_TERMS);
@@ -227,7 +234,7 @@ function feedback(
   const weights = new Map<string, number>();
   for (const l of lexemes) weights.set(l.lexeme, (1 - FB_LAMBDA) * (l.qtf / qSum));
   for (const t of terms) weights.set(t.lexeme, (weights.get(t.lexeme) ?? 0) + FB_LAMBDA * (t.weight / termSum));
-  return rank([...weights.entries()].map(([lexeme, qtf]) => ({ lexeme, qtf }))).hits;
+  return [...weights.entries()].map(([lexeme, qtf]) => ({ lexeme, qtf }));
 }
 
 /**
