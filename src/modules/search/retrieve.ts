@@ -186,7 +186,7 @@ async function lexical(
   const corrected = await correctUnknown(db, index, segments, query, lexemes, first.df);
   const pass = corrected ? rank(corrected) : first;
   if (pass.hits.length === 0) return pass.hits;
-  // RM3's expanded query, ranked deep enough for the neighbour expansion, whose order is kept
+  // RM3's expanded query, ranked 200 deep: the neighbour expansion orders that head again
   const expanded = feedback(corrected ?? lexemes, pass.hits);
   const second = rank(expanded, Math.max(k, EXPANSION.candidates));
   return expandNeighbours(second.hits, expanded, where, params, EXPANSION).slice(0, k);
@@ -223,7 +223,7 @@ const EXPANSION: NeighbourExpansion = { candidates: 200, k: 10, alpha: 0.5 };
 
 /**
  * Pseudo-relevance feedback: the first pass's top chunks supply expansion terms (relevance model),
- * mixed with the query (λ); the weighted terms BM25 runs with again.
+ * mixed with the query (λ). Returns the weighted terms, which BM25 ranks with again.
  */
 function feedback(lexemes: Array<{ lexeme: string; qtf: number }>, hits: Located[]): Array<{ lexeme: string; qtf: number }> {
   const top = hits.slice(0, FB_DOCS).filter((h): h is Located & { segment: Segment; ord: number } => h.segment !== undefined && h.ord !== undefined);
