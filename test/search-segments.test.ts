@@ -226,7 +226,7 @@ test('neighbour expansion re-scores the candidates as its formula says (query li
     const holders = new Map<string, number>();
     for (const c of cand) for (const w of stored.get(c.id)!.tf.keys()) holders.set(w, (holders.get(w) ?? 0) + 1);
     const vec = cand.map((c) => {
-      const v = new Map([...stored.get(c.id)!.tf].map(([w, tf]) => [w, tf * Math.log(1 + (m - holders.get(w)! + 0.5) / (holders.get(w)! + 0.5))]));
+      const v = new Map([...stored.get(c.id)!.tf].map(([w, tf]) => [w, tf * Math.max(0, Math.log((m - holders.get(w)! + 0.5) / (holders.get(w)! + 0.5)))]));
       const norm = Math.sqrt([...v.values()].reduce((sum, x) => sum + x * x, 0)) || 1;
       return new Map([...v].map(([w, x]) => [w, x / norm]));
     });

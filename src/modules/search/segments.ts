@@ -929,9 +929,11 @@ export interface NeighbourExpansion {
  * first `candidates` hits only, which are all in the caller's scope: no other document, and so no other
  * tenant's, shapes a chunk's expanded counts.
  *
- * 1. Each candidate d is a tf·idf vector over its lexemes (idf among the candidates: BM25's idf with the
- *    candidates as the collection), L2-normalised; its k nearest other candidates b by cosine (ties: the
- *    better first-pass rank) get γ_d(b) = cos(d,b) / Σ of the k cosines.
+ * 1. Each candidate d is a tf·idf vector over its lexemes, L2-normalised, with the candidates as the collection
+ *    and Robertson–Spärck Jones' idf floored at 0, max(0, ln((n − h + 0.5) / (h + 0.5))) for a lexeme h of the
+ *    n candidates hold: a lexeme half of them hold or more tells them apart by nothing, and weighs 0; its k
+ *    nearest other candidates b by cosine (ties: the better first-pass rank) get γ_d(b) = cos(d,b) / Σ of the k
+ *    cosines (γ 0 when they are all 0).
  * 2. Expanded counts c′(w,d) = α·c(w,d) + (1 − α)·Σ_b γ_d(b)·c(w,b), and length |d′| = α·|d| + (1 − α)·Σ_b γ_d(b)·|b|.
  * 3. The candidates are scored again by query likelihood with Dirichlet smoothing over c′ (the paper's
  *    model), with the weighted terms q_w of the pass that found them:
@@ -964,11 +966,18 @@ export function expandNeighbours(
   for (const h of head) entries += h.segment!.docStart[h.ord! + 1]! - h.segment!.docStart[h.ord!]!;
   // lexemes → local ids in an open-addressing table keyed by each term's hash (made once per segment): at 100k
   // chunks, 2.4 ms for 200 candidates' 10k lexemes against 3.4 ms through a Map keyed by the strings
-  let cap = 16;
-  while (cap < entries * 2) cap *= 2;
-  const slotId = new Int32Array(cap).fill(-1);
-  const slotHash = new Uint32Array(cap);
+  // (sized by the distinct lexemes, not the entries: a few hundred to a few thousand, so the table stays in cache)
+  let cap = 1024;
+  let slotId = new Int32Array(cap).fill(-1);
+  let slotHash = new Uint32Array(cap);
   const lexemes: string[] = [];
+  const hashOf: number[] = [];
+  const place = (id: number, hash: number) => {
+    let at = hash & (cap - 1);
+    while (slotId[at]! >= 0) at = (at + 1) & (cap - 1);
+    slotId[at] = id;
+    slotHash[at] = hash;
+  };
   const localOf = (lexeme: string, hash: number, add: boolean): number => {
     let at = hash & (cap - 1);
     for (;;) {
@@ -978,10 +987,19 @@ export function expandNeighbours(
       at = (at + 1) & (cap - 1);
     }
     if (!add) return -1;
-    slotId[at] = lexemes.length;
-    slotHash[at] = hash;
+    const id = lexemes.length;
     lexemes.push(lexeme);
-    return lexemes.length - 1;
+    hashOf.push(hash);
+    if (2 * lexemes.length > cap) {
+      cap *= 2;
+      slotId = new Int32Array(cap).fill(-1);
+      slotHash = new Uint32Array(cap);
+      for (let j = 0; j < lexemes.length; j++) place(j, hashOf[j]!);
+    } else {
+      slotId[at] = id;
+      slotHash[at] = hash;
+    }
+    return id;
   };
   const start = new Uint32Array(n + 1);
   const termOf = new Int32Array(entries);
@@ -1012,23 +1030,25 @@ export function expandNeighbours(
     let sq = 0;
     for (let i = start[d]!; i < start[d + 1]!; i++) {
       const h = holders[termOf[i]!]!;
-      x[i] = counts[i]! * Math.log(1 + (n - h + 0.5) / (h + 0.5));
+      x[i] = counts[i]! * Math.max(0, Math.log((n - h + 0.5) / (h + 0.5)));
       sq += x[i]! * x[i]!;
     }
     const norm = Math.sqrt(sq) || 1;
     for (let i = start[d]!; i < start[d + 1]!; i++) x[i] = x[i]! / norm;
   }
-  // cosines of every pair, summed lexeme by lexeme over the candidates holding it (a lexeme only one candidate
-  // holds adds to no product, only to the norms above): Σ over lexemes of holders², at most n · entries
+  // cosines of every pair, summed lexeme by lexeme over the candidates holding it: Σ over lexemes of holders²,
+  // at most n · entries, and less since a lexeme one candidate holds adds only to a norm and one that half of
+  // them hold weighs 0
   const byTerm = new Uint32Array(vocabulary + 1);
-  for (let id = 0; id < vocabulary; id++) byTerm[id + 1] = byTerm[id]! + (holders[id]! > 1 ? holders[id]! : 0);
+  const counted = (h: number) => h > 1 && 2 * h < n;
+  for (let id = 0; id < vocabulary; id++) byTerm[id + 1] = byTerm[id]! + (counted(holders[id]!) ? holders[id]! : 0);
   const fill = byTerm.slice(0, vocabulary);
   const who = new Int32Array(byTerm[vocabulary]!);
   const weight = new Float64Array(byTerm[vocabulary]!);
   for (let d = 0; d < n; d++) {
     for (let i = start[d]!; i < start[d + 1]!; i++) {
       const id = termOf[i]!;
-      if (holders[id]! < 2) continue;
+      if (!counted(holders[id]!)) continue;
       who[fill[id]!] = d;
       weight[fill[id]!++] = x[i]!;
     }
