@@ -49,7 +49,8 @@ export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
           'scan for small scopes), lexical (Okapi BM25, k1 1.2, b 0.75, over the english full-text configuration with stemming, with the ' +
           'statistics of your scope, then RM3 relevance feedback; the feedback pass\'s first 200 chunks are ranked again by Dirichlet query ' +
           'likelihood over counts mixed with those of their 10 nearest chunks among them (document expansion); quoted phrases and ' +
-          '-exclusions follow websearch_to_tsquery; misspelt names are corrected by trigram similarity), and the knowledge graph (entities of the query matched exactly then by trigram similarity, their chunks, one hop ' +
+          '-exclusions follow websearch_to_tsquery; misspelt names are corrected by trigram similarity), and the knowledge graph ' +
+          '(entities of the query matched exactly then by trigram similarity, their chunks, one hop ' +
           'along the strongest co-occurrence edges with a decay, scored by inverse entity frequency). ' +
           'Fusion: a CombSUM anchored on BM25 and weighted by evidence. Each list is divided by its best score; BM25 weighs 1, dense and ' +
           'graph each ½ × the share of their top 10 that BM25\'s top 10 confirms (a side retrieving noise earns nothing); without BM25 hits ' +
