@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { rowsOf } from '../src/db/client.js';
 import { resolveAuth } from '../src/modules/identity/auth-context.js';
 import { regraphAll } from '../src/modules/search/regraph.js';
-import { retrieve } from '../src/modules/search/retrieve.js';
+import { rankLists, retrieve } from '../src/modules/search/retrieve.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
 
@@ -64,6 +64,17 @@ const graphRows = async () => ({
   mentions: await rowsOf(t.database.db, sql`select chunk_id, upload_id, names, kinds, tf from kg_mentions order by chunk_id`),
   entities: await rowsOf(t.database.db, sql`select upload_id, name, kind, chunk_count from kg_entities order by upload_id, name`),
   edges: await rowsOf(t.database.db, sql`select upload_id, a, b, weight from kg_edges order by upload_id, a, b`),
+});
+
+test('the lexical list is the neighbour expansion\'s: query-likelihood scores reported as exp(s − max s), the best exactly 1', async () => {
+  const auth = await authOf();
+  const ranked = await rankLists(t.app.ctx, auth, 'photosynthesis energy', { limit: 5, methods: ['lexical'] });
+  const lexical = ranked.lists.lexical!;
+  assert.equal(new Set(lexical.map((r) => r.id)).size, 2);
+  // BM25 scores (what the list held before the expansion) are sums of idf-weighted parts, not 1 at the top
+  assert.equal(lexical[0]!.score, 1);
+  assert.ok(lexical[1]!.score > 0 && lexical[1]!.score < 1, String(lexical[1]!.score));
+  assert.equal(ranked.lists.dense, undefined);
 });
 
 test('regraph rebuilds a graph that is missing, the same graph as ingestion wrote (its entities found in the sandbox)', async () => {
