@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { rowsOf } from '../src/db/client.js';
-import { makeSnippet, queryTerms, SNIPPET_TARGET } from '../src/modules/search/snippet.js';
+import { makeSnippet, queryTerms, SNIPPET_TARGET, WORD_RE, wordSpans } from '../src/modules/search/snippet.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
 
@@ -219,6 +219,18 @@ describe('sources, fusion and snippets', () => {
     await put(tokens.a1!, 'dna', dna, { scope: 'personal' });
     const hit = (await search(tokens.a1!, { query: 'GATTACA' })).json().results.find((r: any) => r.uploadId === ids.dna);
     assert.match(hit.snippet, /^… (GATTACA|ATTACA|TTACA|TACA|ACA|CA|A)?(GATTACA)+/u);
+  });
+
+  test("the snippets' word scan finds the words WORD_RE finds, in any script", () => {
+    const pieces = ['a', 'Z', '7', 'é', 'ß', 'Ω', '中', '٣', '𝔘', '😀', "'", '’', '-', '--', ' ', '.', ',', '\u0301', '\ud800', 'x-ray', "O'Neil's", 'co‐op', '_', '\n'];
+    let seed = 42;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const texts = ["rock'n'roll -dash- end-", '’tis the 3rd e-mail’s ‘quote’', '𝔘𝔫𝔦𝔠𝔬𝔡𝔢 and 😀 emoji', ''];
+    for (let i = 0; i < 300; i++) texts.push(Array.from({ length: 1 + Math.floor(random() * 30) }, () => pieces[Math.floor(random() * pieces.length)]).join(''));
+    for (const text of texts) {
+      const expected = [...text.matchAll(WORD_RE)].flatMap((m) => [m.index, m.index + m[0].length]);
+      assert.deepEqual(wordSpans(text), expected, JSON.stringify(text));
+    }
   });
 
   test('minScore filters rag results on their dense score only; kag and fused results stay; totalScanned counts before it', async () => {

@@ -753,9 +753,15 @@ export function bm25(
   // the query terms found in scope, heaviest first
   const order = lexemes.map((_, li) => li).filter((li) => weights[li]! > 0).sort((x, y) => weights[y]! - weights[x]! || x - y);
   // one accumulator for every segment (NaN: not scored yet), reset through the ordinals touched
-  const acc = new Float64Array(segments.reduce((most, s) => Math.max(most, s.ids.length), 0)).fill(Number.NaN);
-  const touched: number[] = [];
-  const present: Array<{ t: number; w: number; ub: number }> = [];
+  const most = segments.reduce((m, s) => Math.max(m, s.ids.length), 0);
+  const acc = new Float64Array(most).fill(Number.NaN);
+  // the ordinals touched in the current segment: touched[0 .. kept) (a typed array, not a list emptied per
+  // segment: a list set to length 0 lets its storage go, and growing it again allocated ~2 MB a query at 100k)
+  const touched = new Int32Array(most);
+  // the query terms present in the current segment, presentT/W/Ub[0 .. terms): term index, weight·(k1 + 1), bound
+  const presentT = new Int32Array(order.length);
+  const presentW = new Float64Array(order.length);
+  const presentUb = new Float64Array(order.length);
   /** chunks scored in full (the others matching a term could not reach the top k) */
   let scored = 0;
   for (let si = 0; si < segments.length; si++) {
@@ -769,23 +775,26 @@ export function bm25(
     // walked; the others are looked up for the chunks that can still make it. The terms are taken in
     // the query's order of weight, the same in every segment, so a chunk's parts are always added in the
     // same order and equal chunks get equal scores (their ties broken by id) whatever was pruned.
-    present.length = 0;
+    let terms = 0;
     for (const li of order) {
       const t = at[li]![si]!;
       if (t < 0) continue;
       const w = weights[li]! * (k1 + 1);
       const maxTf = s.termMaxTf[t]!;
-      present.push({ t, w, ub: (w * maxTf) / (maxTf + k1 * (1 - p.b + (p.b * s.termMinLen[t]!) / p.avgdl)) });
+      presentT[terms] = t;
+      presentW[terms] = w;
+      presentUb[terms++] = (w * maxTf) / (maxTf + k1 * (1 - p.b + (p.b * s.termMinLen[t]!) / p.avgdl));
     }
-    if (present.length === 0) continue;
+    if (terms === 0) continue;
     let threshold = top.threshold;
-    let essential = present.length;
+    let essential = terms;
     let rest = 0;
-    while (essential > 0 && (rest + present[essential - 1]!.ub) * MARGIN < threshold) rest += present[--essential]!.ub;
+    while (essential > 0 && (rest + presentUb[essential - 1]!) * MARGIN < threshold) rest += presentUb[--essential]!;
     if (essential === 0) continue;
-    touched.length = 0;
+    let kept = 0;
     for (let j = 0; j < essential; j++) {
-      const { t, w } = present[j]!;
+      const t = presentT[j]!;
+      const w = presentW[j]!;
       const end = s.termStart[t + 1]!;
       for (let i = s.termStart[t]!; i < end; i++) {
         const packed = s.postings[i]!;
@@ -796,15 +805,14 @@ export function bm25(
         const before = acc[ord]!;
         if (before !== before) {
           acc[ord] = part;
-          touched.push(ord);
+          touched[kept++] = ord;
         } else acc[ord] = before + part;
       }
     }
     // the other terms one by one: first drop the chunks that cannot reach the threshold even with all the
     // terms still to add, then add this term's part to the rest, by looking their counts up (a few chunks,
     // a long list) or by reading the list (many chunks)
-    let kept = touched.length;
-    for (let j = essential; j < present.length && kept > 0; j++) {
+    for (let j = essential; j < terms && kept > 0; j++) {
       let next = 0;
       for (let x = 0; x < kept; x++) {
         const ord = touched[x]!;
@@ -812,8 +820,9 @@ export function bm25(
         else touched[next++] = ord;
       }
       kept = next;
-      const { t, w, ub } = present[j]!;
-      rest -= ub;
+      const t = presentT[j]!;
+      const w = presentW[j]!;
+      rest -= presentUb[j]!;
       const from = s.termStart[t]!;
       const end = s.termStart[t + 1]!;
       if (kept * Math.log2(end - from + 1) < end - from) {
@@ -833,9 +842,9 @@ export function bm25(
         }
       }
     }
-    touched.length = kept;
-    scored += touched.length;
-    for (const ord of touched) {
+    scored += kept;
+    for (let x = 0; x < kept; x++) {
+      const ord = touched[x]!;
       const score = acc[ord]!;
       acc[ord] = Number.NaN;
       if (score < threshold) continue;
@@ -1302,21 +1311,24 @@ export function entityScores(where: NamePositions, weights: ReadonlyMap<string, 
   const w = names.map((name, e) => (df[e]! > 0 ? (weights.get(name) ?? 0) * Math.log(1 + n / df[e]!) : 0));
   const top = new TopK(k);
   // one accumulator for every segment (a part is > 0, so 0 is "not touched"), reset through the ordinals touched
-  const acc = new Float64Array(where.segments.reduce((most, s) => Math.max(most, s.ids.length), 0));
-  const touched: number[] = [];
+  const most = where.segments.reduce((m, s) => Math.max(m, s.ids.length), 0);
+  const acc = new Float64Array(most);
+  // the ordinals touched in the current segment, touched[0 .. count) (as in bm25)
+  const touched = new Int32Array(most);
   for (const [si, s] of where.segments.entries()) {
-    touched.length = 0;
+    let count = 0;
     for (let e = 0; e < names.length; e++) {
       const i = at[e]![si]!;
       if (i < 0 || w[e] === 0) continue;
       for (let j = s.nameStart[i]!; j < s.nameStart[i + 1]!; j++) {
         const ord = ordOf(s.mentions[j]!);
-        if (acc[ord] === 0) touched.push(ord);
+        if (acc[ord] === 0) touched[count++] = ord;
         acc[ord] = acc[ord]! + w[e]! * (1 + Math.log(countOf(s.mentions[j]!)));
       }
     }
     let threshold = top.threshold;
-    for (const ord of touched) {
+    for (let x = 0; x < count; x++) {
+      const ord = touched[x]!;
       const score = acc[ord]!;
       acc[ord] = 0;
       if (score < threshold) continue;

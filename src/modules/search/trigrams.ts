@@ -66,6 +66,8 @@ export class TrigramDictionary {
   /** per trigram, the ids of the names holding it by their trigram count (ascending ids in each list) */
   private postings = new Map<string, Array<number[] | undefined>>();
   private counter = new Int32Array(0);
+  /** the candidates of one length in similar(): touched[0 .. count), as many slots as counter */
+  private touched = new Int32Array(0);
   private dead = 0;
   private entries = 0;
   private deadEntries = 0;
@@ -232,36 +234,40 @@ export class TrigramDictionary {
   similar(text: string, min: number, accept: (name: string) => boolean, limit: number): Similar[] {
     const q = trigrams(text);
     if (q.size === 0 || limit <= 0) return [];
-    if (this.counter.length < this.names.length) this.counter = new Int32Array(Math.max(this.names.length, this.counter.length * 2, 1024));
+    if (this.counter.length < this.names.length) {
+      this.counter = new Int32Array(Math.max(this.names.length, this.counter.length * 2, 1024));
+      this.touched = new Int32Array(this.counter.length);
+    }
     const counter = this.counter;
+    const touched = this.touched;
     const a = q.size;
     const bySizes = [...q].map((g) => this.postings.get(g) ?? []);
     const smallest = Math.max(1, Math.ceil(min * a - 1e-9));
     const largest = Math.min(min > 0 ? Math.floor(a / min + 1e-9) : Number.MAX_SAFE_INTEGER, Math.max(...bySizes.map((x) => x.length - 1)));
     const out: Similar[] = [];
-    const touched: number[] = [];
     for (let b = smallest; b <= largest; b++) {
       const o = Math.max(1, Math.ceil((min * (a + b)) / (1 + min) - 1e-9));
       if (o > Math.min(a, b)) continue;
       const lists = bySizes.map((x) => x[b] ?? NONE).sort((x, y) => x.length - y.length);
       const prefix = a - o + 1;
-      touched.length = 0;
+      let count = 0;
       for (let k = 0; k < prefix; k++) {
         for (const id of lists[k]!) {
-          if (counter[id] === 0) touched.push(id);
+          if (counter[id] === 0) touched[count++] = id;
           counter[id]!++;
         }
       }
-      if (touched.length === 0) continue;
+      if (count === 0) continue;
       // the other trigrams are counted for the candidates only: a short list by reading it, a long one by
       // looking each candidate up in it (whichever reads fewer entries)
       const looked: Array<readonly number[]> = [];
       for (let k = prefix; k < a; k++) {
         const list = lists[k]!;
-        if (list.length > touched.length * Math.log2(list.length + 1)) looked.push(list);
+        if (list.length > count * Math.log2(list.length + 1)) looked.push(list);
         else for (const id of list) if (counter[id]! > 0) counter[id]!++;
       }
-      for (const id of touched) {
+      for (let x = 0; x < count; x++) {
+        const id = touched[x]!;
         let shared = counter[id]!;
         counter[id] = 0;
         // released, or cannot share enough even with every trigram still to look up
