@@ -180,11 +180,13 @@ async function lexical(
   }
   const where = new TermPositions(segments);
   const rank = (terms: Array<{ lexeme: string; qtf: number }>, depth = k) => bm25(segments, terms, depth, params, allowed, where);
-  const first = rank(lexemes);
+  // the first pass only supplies RM3's feedback chunks (its best FB_DOCS) and the document frequencies: ranked
+  // that deep, its top-k pruning skips more chunks, and its best FB_DOCS are the same as at any depth
+  const first = rank(lexemes, FB_DOCS);
   // pg_trgm for misspelt names: query words unknown in scope are replaced by the closest name entity,
   // and the corrected query is the one that relevance feedback expands
   const corrected = await correctUnknown(db, index, segments, query, lexemes, first.df);
-  const pass = corrected ? rank(corrected) : first;
+  const pass = corrected ? rank(corrected, FB_DOCS) : first;
   if (pass.hits.length === 0) return pass.hits;
   // RM3's expanded query, ranked 200 deep: the neighbour expansion orders that head again
   const expanded = feedback(corrected ?? lexemes, pass.hits);
