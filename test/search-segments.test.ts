@@ -504,6 +504,12 @@ test('the trigram index (length and prefix filters) finds exactly the names a co
       assert.deepEqual(got.map((m) => m.name), expected.map((m) => m.name), `${query} ≥ ${min}`);
       for (const [j, m] of got.entries()) assert.ok(Math.abs(m.sim - expected[j]!.sim) < 1e-12);
       found += got.length;
+      // the best few that `accept` keeps: the search narrows the lengths as it finds them, and finds the same
+      const accept = (name: string) => name.length % 3 !== 0;
+      for (const limit of [1, 2, 5]) {
+        const best = dictionary.similar(query, min, accept, limit);
+        assert.deepEqual(best.map((m) => m.name), expected.filter((m) => accept(m.name)).slice(0, limit).map((m) => m.name), `${query} ≥ ${min}, best ${limit}`);
+      }
     }
   }
   // the queries did find names, at every length

@@ -229,7 +229,10 @@ export class TrigramDictionary {
    * - length filter: similarity ≤ min(|A|, |B|) / max(|A|, |B|), so only ⌈min·|A|⌉ ≤ |B| ≤ ⌊|A| / min⌋ can match;
    * - prefix filter: shared / (|A| + |B| − shared) ≥ min needs shared ≥ o = ⌈min·(|A| + |B|) / (1 + min)⌉, so
    *   such a name holds one of the |A| − o + 1 query trigrams rarest among names of its length; only their
-   *   postings are read, and each candidate is looked up in the other trigrams' postings (ascending ids).
+   *   postings are read, and each candidate is looked up in the other trigrams' postings (ascending ids);
+   * - top `limit`: the lengths closest to |A| are read first (their bound min(|A|, |B|) / max(|A|, |B|) is the
+   *   highest), and once `limit` names are kept, the similarity of the last of them is the new floor of both
+   *   filters: a name below it cannot be among the best `limit` (one equal to it can, and is still found).
    */
   similar(text: string, min: number, accept: (name: string) => boolean, limit: number): Similar[] {
     const q = trigrams(text);
@@ -244,9 +247,15 @@ export class TrigramDictionary {
     const bySizes = [...q].map((g) => this.postings.get(g) ?? []);
     const smallest = Math.max(1, Math.ceil(min * a - 1e-9));
     const largest = Math.min(min > 0 ? Math.floor(a / min + 1e-9) : Number.MAX_SAFE_INTEGER, Math.max(...bySizes.map((x) => x.length - 1)));
-    const out: Similar[] = [];
-    for (let b = smallest; b <= largest; b++) {
-      const o = Math.max(1, Math.ceil((min * (a + b)) / (1 + min) - 1e-9));
+    let out: Similar[] = [];
+    const bound = (b: number) => Math.min(a, b) / Math.max(a, b);
+    const lengths: number[] = [];
+    for (let b = smallest; b <= largest; b++) lengths.push(b);
+    lengths.sort((x, y) => bound(y) - bound(x) || x - y);
+    let floor = min;
+    for (const b of lengths) {
+      if (bound(b) < floor) break;
+      const o = Math.max(1, Math.ceil((floor * (a + b)) / (1 + floor) - 1e-9));
       if (o > Math.min(a, b)) continue;
       const lists = bySizes.map((x) => x[b] ?? NONE).sort((x, y) => x.length - y.length);
       const prefix = a - o + 1;
@@ -274,7 +283,11 @@ export class TrigramDictionary {
         if (this.refs[id] === 0 || shared + looked.length < o) continue;
         for (const list of looked) if (list[lowerBound(list, id)] === id) shared++;
         const sim = ratio(shared, a, b);
-        if (sim >= min && accept(this.names[id]!)) out.push({ name: this.names[id]!, sim });
+        if (sim >= floor && accept(this.names[id]!)) out.push({ name: this.names[id]!, sim });
+      }
+      if (out.length >= limit) {
+        floor = Math.max(floor, out.map((m) => m.sim).sort((x, y) => y - x)[limit - 1]!);
+        out = out.filter((m) => m.sim >= floor);
       }
     }
     return out.sort(bySimilarity).slice(0, limit);
