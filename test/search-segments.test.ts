@@ -14,6 +14,7 @@ import { packVector, vectorParam } from '../src/modules/search/vectors.js';
 import { LocalEmbedder } from '../src/providers/embeddings/index.js';
 import { newId } from '../src/shared/ids.js';
 import { makeWorld, openTestDatabase } from './support/app.js';
+import { seededRandom } from './support/random.js';
 
 /**
  * The in-memory copies of upload indexes (search/segments.ts) against Postgres itself: the tsvector
@@ -185,8 +186,7 @@ test('neighbour expansion re-scores the candidates as its formula says (query li
     ['flutter', 'wing', 'aeroelastic', 'panel', 'mode', 'stiffness'],
   ];
   const background = ['flow', 'model', 'measured', 'theory', 'results', 'effect', 'speed', 'surface'];
-  let seed = 7;
-  const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const rand = seededRandom(7);
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(rand() * xs.length)]!;
   const ids: string[] = [];
   for (let f = 0; f < 4; f++) {

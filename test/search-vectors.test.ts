@@ -25,6 +25,7 @@ import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { LocalEmbedder } from '../src/providers/embeddings/index.js';
 import { newId } from '../src/shared/ids.js';
 import { makeWorld, openTestDatabase, startTestApp } from './support/app.js';
+import { seededRandom } from './support/random.js';
 
 /**
  * How vectors are sent (binary parameters, vectors.ts) and where they live: staged by ingestion, compared
@@ -68,15 +69,11 @@ async function roundTrip(v: number[]): Promise<number[]> {
 /** What pgvector keeps of each component: its float32 (pgvector prints the shortest text that reads back as it). */
 const float32s = (v: readonly number[]) => v.map(Math.fround);
 
-function seeded(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296 - 0.5;
-  };
-}
+/** Components in [−0.5, 0.5). */
+const seeded = (seed: number) => {
+  const r = seededRandom(seed);
+  return () => r() - 0.5;
+};
 
 test('a vector sent in binary form is stored as its float32 values, whatever its magnitude', async () => {
   const r = seeded(3);

@@ -4,6 +4,7 @@ import { sql } from 'drizzle-orm';
 import { rowsOf } from '../src/db/client.js';
 import { makeSnippet, queryTerms, SNIPPET_TARGET, WORD_RE, wordSpans } from '../src/modules/search/snippet.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { seededRandom } from './support/random.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
 
 /**
@@ -223,8 +224,7 @@ describe('sources, fusion and snippets', () => {
 
   test("the snippets' word scan finds the words WORD_RE finds, in any script", () => {
     const pieces = ['a', 'Z', '7', 'é', 'ß', 'Ω', '中', '٣', '𝔘', '😀', "'", '’', '-', '--', ' ', '.', ',', '\u0301', '\ud800', 'x-ray', "O'Neil's", 'co‐op', '_', '\n'];
-    let seed = 42;
-    const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+    const random = seededRandom(42);
     const texts = ["rock'n'roll -dash- end-", '’tis the 3rd e-mail’s ‘quote’', '𝔘𝔫𝔦𝔠𝔬𝔡𝔢 and 😀 emoji', ''];
     for (let i = 0; i < 300; i++) texts.push(Array.from({ length: 1 + Math.floor(random() * 30) }, () => pieces[Math.floor(random() * pieces.length)]).join(''));
     for (const text of texts) {
