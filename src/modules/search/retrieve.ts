@@ -179,7 +179,7 @@ async function lexical(
     allowed = parsed === undefined ? allowedOf(segments, await repo.websearchMatches(db, uploadIds, query)) : matching(segments, parsed);
   }
   const where = new TermPositions(segments);
-  const rank = (terms: Array<{ lexeme: string; qtf: number }>, depth = k) => bm25(segments, terms, depth, params, allowed, where);
+  const rank = (terms: Array<{ lexeme: string; qtf: number }>, depth: number) => bm25(segments, terms, depth, params, allowed, where);
   // the first pass only supplies RM3's feedback chunks (its best FB_DOCS) and the document frequencies: ranked
   // that deep, its top-k pruning skips more chunks, and its best FB_DOCS are the same as at any depth
   const first = rank(lexemes, FB_DOCS);

@@ -254,9 +254,10 @@ async function build(uploadId: string, version: number, x: Building, entities: A
     let minLen = 0xffffffff;
     let count = 0;
     for (let i = p.start[t]!; i < p.start[t + 1]!; i++) {
-      maxTf = Math.max(maxTf, countOf(p.values[i]!));
+      const tf = countOf(p.values[i]!);
+      maxTf = Math.max(maxTf, tf);
       minLen = Math.min(minLen, lens[ordOf(p.values[i]!)]!);
-      count += countOf(p.values[i]!);
+      count += tf;
     }
     termMaxTf[t] = maxTf;
     termMinLen[t] = minLen;
