@@ -328,6 +328,50 @@ describe('knowledge graph maintenance', () => {
   });
 });
 
+describe('the scope held between searches (search/scopes.ts)', () => {
+  test('a change another node makes to the scope is in the very next search here: a file added, made private, made inactive', async () => {
+    // another node on the same database and the same file storage (either node's ingestion may take the file)
+    const other = await startTestApp({ database: t.database, dataDir: t.dataDir });
+    after(() => other.close());
+    const stats = t.app.ctx.searchScopes.stats;
+    const query = { query: 'Thessaly Marrowind harbour lanterns' };
+    // this node holds the scope from the first search; the second ranks over it and its statement confirms it
+    await search(tokens.a1!, query);
+    const start = { ...stats };
+    const held = (await search(tokens.a1!, query)).json();
+    assert.deepEqual(stats, { ...start, confirmed: start.confirmed + 1 });
+
+    const patch = async (id: string, body: Record<string, unknown>) => {
+      const res = await other.app.inject({ method: 'PATCH', url: `/api/user/files/${id}`, headers: bearer(tokens.a1admin!), payload: body });
+      assert.equal(res.statusCode, 200, res.body);
+    };
+    const step = async (expectIn: boolean, uploadCount: number, stale: number) => {
+      const body = (await search(tokens.a1!, query)).json();
+      assert.equal(uploadIdsOf(body).has(id), expectIn, JSON.stringify(body.results.map((r: any) => r.upload.originalname)));
+      assert.equal(body.uploadCount, uploadCount);
+      // the held scope was not the scope any more: the search ranked again over the one it read
+      assert.equal(stats.stale, start.stale + stale);
+    };
+    // added on the other node (ingested there): found here at once
+    const u = await uploadOk(other.app, tokens.a1admin!, { name: 'marrowind.txt', content: 'Thessaly Marrowind lit the harbour lanterns of Qorvath at dusk.', type: 'text/plain' }, { scope: 'instance' });
+    const id = u._id as string;
+    const done = await waitForIngestion(other.app, tokens.a1admin!, id);
+    assert.equal(done.status, 'active', JSON.stringify(done));
+    await step(true, held.uploadCount + 1, 1);
+    // made private by its owner there: gone here (its index is still held in memory: the scope decides)
+    await patch(id, { is_private: true });
+    await step(false, held.uploadCount, 2);
+    await patch(id, { is_private: false });
+    await step(true, held.uploadCount + 1, 3);
+    // made inactive there: gone here
+    await patch(id, { status: 'inactive' });
+    await step(false, held.uploadCount, 4);
+    // nothing changed since: the held scope is confirmed again
+    await step(false, held.uploadCount, 4);
+    assert.equal(stats.confirmed, start.confirmed + 2);
+  });
+});
+
 describe('text without letters or digits (the zero vector: no cosine)', () => {
   test('such a query, and searches over a file of such text, answer 200 without a dense score for it', async () => {
     for (const query of ['!!!', '...', '<->', '" "', '( = + -']) {

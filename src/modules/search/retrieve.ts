@@ -1,4 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import type { AppContext } from '../../context.js';
 import type { DbOrTx } from '../../db/client.js';
 import { textArray } from '../../db/search.js';
@@ -9,6 +10,8 @@ import { packVector, type PackedVector } from './vectors.js';
 import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
+import type { ScopeUpload } from './search.repository.js';
+import { sameScope, ScopeCache } from './scopes.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
 import { allowedOf, bm25, entityScores, exactEntities, expandNeighbours, feedbackTerms, matching, NamePositions, neighbours, parseTsQuery, TermPositions, type Allowed, type Located, type NeighbourExpansion, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
@@ -118,11 +121,64 @@ export interface RankedLists {
   vector: PackedVector | null;
 }
 
-/** The three ranked lists of a query over the caller's scope (exported for the evaluation tools). */
+/**
+ * The three ranked lists of a query over the caller's scope (exported for the evaluation tools).
+ *
+ * The scope statement is sent first, as always; when this node holds the scope that the same condition
+ * returned last time (scopes.ts), the lists are ranked over it while the statement runs in the database,
+ * and kept only if the statement returns the same scope. Otherwise they are ranked again over the scope
+ * just read: the lists are always those of the scope as it was when this search started, or later.
+ */
 export async function rankLists(ctx: AppContext, auth: AuthContext, query: string, options: RetrieveOptions): Promise<RankedLists> {
-  const db = ctx.db;
   const condition = scopeCondition(auth, options.uploadIds, options.collectionIds);
-  const scope = await repo.scopeUploads(db, condition);
+  const scopes = ctx.searchScopes;
+  const key = ScopeCache.keyOf(scopeDialect.sqlToQuery(condition));
+  const held = scopes.get(key);
+  // Over a held scope the graph side is scored at once and the lexical side right after it: the query's
+  // lexemes (a statement that needs no scope) are asked for before the scope, so as not to wait behind it.
+  const lexemes = held !== undefined && (options.methods ?? METHODS).includes('lexical') ? repo.queryLexemes(ctx.db, query) : undefined;
+  lexemes?.catch(() => undefined); // awaited by the ranking
+  const reading = repo.scopeUploads(ctx.db, condition);
+  if (held === undefined) {
+    const scope = await reading;
+    scopes.set(key, scope);
+    scopes.stats.missed++;
+    return rankOver(ctx, condition, scope, query, options);
+  }
+  reading.catch(() => undefined); // awaited below, after the ranking has started
+  const abandoned = { yes: false };
+  const ranking = rankOver(ctx, condition, held, query, options, { abandoned, lexemes });
+  ranking.catch(() => undefined); // awaited when the scope is confirmed
+  let scope: ScopeUpload[];
+  try {
+    scope = await reading;
+  } catch (err) {
+    abandoned.yes = true;
+    throw err;
+  }
+  scopes.set(key, scope);
+  if (sameScope(held, scope)) {
+    scopes.stats.confirmed++;
+    return ranking;
+  }
+  scopes.stats.stale++;
+  abandoned.yes = true;
+  return rankOver(ctx, condition, scope, query, options, { lexemes });
+}
+
+/** Renders a scope condition to its SQL text and parameters (the key of its held scope). */
+const scopeDialect = new PgDialect();
+
+async function rankOver(
+  ctx: AppContext,
+  condition: SQL,
+  scope: readonly ScopeUpload[],
+  query: string,
+  options: RetrieveOptions,
+  early: { abandoned?: { readonly yes: boolean }; lexemes?: Promise<Array<{ lexeme: string; qtf: number }>> } = {},
+): Promise<RankedLists> {
+  const abandoned = early.abandoned ?? { yes: false };
+  const db = ctx.db;
   const uploadIds = sql`u.status = 'active' and ${condition}`;
   const chunkCount = scope.reduce((n, s) => n + s.chunks, 0);
   const lexTotal = scope.reduce((n, s) => n + s.lexLen, 0);
@@ -138,13 +194,15 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   // A query without letters or digits gets the zero vector from the local embedder: it has no direction,
   // its cosine with anything is undefined (NaN in pgvector), so there is no dense side for it.
   if (v && v.some((x) => x !== 0)) vector = packVector(v, embedder.dimensions);
+  // a ranking over a held scope that its statement did not confirm stops at the next step (its lists are not used)
+  if (abandoned.yes) return { lists, uploadCount: scope.length, chunkCount, vector };
 
   // The dense search runs in the database while the other two are scored here from the scope's segments.
   // The database runs one statement at a time, in the order they were sent: the query's lexemes are asked
   // for before the dense search, so that the lexical side does not wait for it, and the graph side (no
   // statement at all) is scored first.
   const exact = options.exactDense ?? chunkCount <= EXACT_SCAN_MAX_CHUNKS;
-  const lexemes = methods.has('lexical') ? repo.queryLexemes(db, query) : undefined;
+  const lexemes = methods.has('lexical') ? (early.lexemes ?? repo.queryLexemes(db, query)) : undefined;
   const dense = methods.has('dense') && vector ? repo.denseSearch(db, uploadIds, vector, denseDepthFor(options.limit), exact) : undefined;
   // awaited below; a failure is reported there, not as an unhandled rejection
   lexemes?.catch(() => undefined);
@@ -152,8 +210,8 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   if (lexemes || methods.has('kag')) {
     const segments = await ctx.searchIndex.segmentsOf(db, scope);
     const index = ctx.searchIndex;
-    if (methods.has('kag')) lists.kag = graph(index, segments, query, depth, chunkCount);
-    if (lexemes) lists.lexical = await lexical(db, index, segments, uploadIds, query, await lexemes, depth, chunkCount, lexTotal);
+    if (methods.has('kag') && !abandoned.yes) lists.kag = graph(index, segments, query, depth, chunkCount);
+    if (lexemes && !abandoned.yes) lists.lexical = await lexical(db, index, segments, uploadIds, query, await lexemes, depth, chunkCount, lexTotal);
   }
   if (dense) lists.dense = await dense;
   return { lists, uploadCount: scope.length, chunkCount, vector };

@@ -1,6 +1,6 @@
-import { eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { eq, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
-import { chunks, chunkVectors, chunkVectorsStaged, systemState, uploads } from '../../db/schema.js';
+import { chunks, systemState, uploads } from '../../db/schema.js';
 import { textArray } from '../../db/search.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
 import { EDGE_RANK, edgePairs, type Mention } from './graph.js';
@@ -454,20 +454,40 @@ export interface ResultChunk {
   upload: UploadRow;
 }
 
-/** The chunks of the final results with their files, and their cosine similarity to the query vector, in one query. */
+/**
+ * The chunks of the final results with their files, and their cosine similarity to the query vector.
+ * Two statements sent together (one trip to the embedded engine's thread, which runs them back to back):
+ * the chunks with their cosines, and the files they belong to. Each plans in about a tenth of a
+ * millisecond, where the one statement joining the four tables took half a millisecond to plan and twice
+ * as long in all (in process at 100k chunks: 1.3 ms for the two against 2.2). A chunk whose file is gone
+ * by the second statement is left out, as one deleted before the first.
+ */
 export async function resultChunks(db: DbOrTx, chunkIds: string[], vector: PackedVector | null): Promise<ResultChunk[]> {
   if (chunkIds.length === 0) return [];
+  const ids = textArray(chunkIds);
   const dense = vector
-    ? sql<number | null>`1 - (coalesce(${chunkVectorsStaged.embedding}, ${chunkVectors.embedding}) <=> ${vectorParam(vector)})`
-    : sql<number | null>`null::float8`;
-  const rows = await db
-    .select({ id: chunks.id, uploadId: chunks.uploadId, index: chunks.chunkIndex, text: chunks.text, dense: dense.mapWith(Number), upload: uploads })
-    .from(chunks)
-    .innerJoin(uploads, eq(uploads.id, chunks.uploadId))
-    .leftJoin(chunkVectorsStaged, eq(chunkVectorsStaged.chunkId, chunks.id))
-    .leftJoin(chunkVectors, eq(chunkVectors.chunkId, chunks.id))
-    .where(inArray(chunks.id, chunkIds));
-  return rows.map((r) => ({ ...r, dense: r.dense === null || !Number.isFinite(r.dense) ? null : r.dense }));
+    ? sql`1 - (coalesce((select s.embedding from chunk_vectors_staged s where s.chunk_id = c.id),
+                        (select e.embedding from chunk_vectors e where e.chunk_id = c.id)) <=> ${vectorParam(vector)})`
+    : sql`null::float8`;
+  const [rows, files] = await Promise.all([
+    rowsOf<{ id: string; upload_id: string; chunk_index: number; text: string; dense: number | string | null }>(
+      db,
+      sql`select c.id, c.upload_id, c.chunk_index, c.text, ${dense} as dense from chunks c where c.id = any(${ids}::text[])`,
+    ),
+    db
+      .select()
+      .from(uploads)
+      .where(sql`${uploads.id} = any(array(select c.upload_id from chunks c where c.id = any(${ids}::text[])))`),
+  ]);
+  const byId = new Map(files.map((u) => [u.id, u]));
+  const out: ResultChunk[] = [];
+  for (const r of rows) {
+    const upload = byId.get(r.upload_id);
+    if (upload === undefined) continue;
+    const cosine = r.dense === null ? null : Number(r.dense);
+    out.push({ id: r.id, uploadId: r.upload_id, index: Number(r.chunk_index), text: r.text, dense: cosine === null || !Number.isFinite(cosine) ? null : cosine, upload });
+  }
+  return out;
 }
 
 /** Cosine similarity of chunks to the query vector (chunks without a usable vector are absent). */
