@@ -352,7 +352,7 @@ describe('the scope held between searches (search/scopes.ts)', () => {
       // the held scope was not the scope any more: the search ranked again over the one it read
       assert.equal(stats.stale, start.stale + stale);
     };
-    // added on the other node (ingested there): found here at once
+    // added on the other node (ingested by either node's pipeline): found here at once
     const u = await uploadOk(other.app, tokens.a1admin!, { name: 'marrowind.txt', content: 'Thessaly Marrowind lit the harbour lanterns of Qorvath at dusk.', type: 'text/plain' }, { scope: 'instance' });
     const id = u._id as string;
     const done = await waitForIngestion(other.app, tokens.a1admin!, id);

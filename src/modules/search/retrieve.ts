@@ -136,7 +136,7 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   const held = scopes.get(key);
   // Over a held scope the graph side is scored at once and the lexical side right after it: the query's
   // lexemes (a statement that needs no scope) are asked for before the scope, so as not to wait behind it.
-  const lexemes = held !== undefined && (options.methods ?? METHODS).includes('lexical') ? repo.queryLexemes(ctx.db, query) : undefined;
+  const lexemes = held !== undefined && held.some((s) => s.chunks > 0) && (options.methods ?? METHODS).includes('lexical') ? repo.queryLexemes(ctx.db, query) : undefined;
   lexemes?.catch(() => undefined); // awaited by the ranking
   const reading = repo.scopeUploads(ctx.db, condition);
   if (held === undefined) {
@@ -156,11 +156,11 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
     abandoned.yes = true;
     throw err;
   }
-  scopes.set(key, scope);
   if (sameScope(held, scope)) {
     scopes.stats.confirmed++;
     return ranking;
   }
+  scopes.set(key, scope);
   scopes.stats.stale++;
   abandoned.yes = true;
   return rankOver(ctx, condition, scope, query, options, { lexemes });
