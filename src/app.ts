@@ -40,7 +40,7 @@ import { ssoRoutes } from './modules/sso/sso.routes.js';
 import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
 import { IndexWarmer } from './modules/search/indexing.js';
 import { SegmentCache } from './modules/search/segments.js';
-import { ScopeCache } from './modules/search/scopes.js';
+import { ScopeCache, UploadRowCache } from './modules/search/scopes.js';
 import { CACHE_RESET, ChannelInvalidationBus, type CacheInvalidation } from './platform/invalidation.js';
 import { searchRoutes } from './modules/search/search.routes.js';
 import { conversationRoutes } from './modules/conversation/conversation.routes.js';
@@ -219,6 +219,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     invalidation,
     searchIndex,
     searchScopes: new ScopeCache(),
+    searchUploadRows: new UploadRowCache(),
     indexWarmer: new IndexWarmer(database.background?.db ?? database.db, searchIndex, app.log, database.background?.giveWay),
     // on the embedded engine the drain's statements are not the app's activity: they give way to it
     vectorDrain: new VectorDrain(database.background?.db ?? database.db, app.log, {

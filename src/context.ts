@@ -8,7 +8,7 @@ import type { ChatModel } from './providers/llm/types.js';
 import type { MailSender } from './providers/mail/types.js';
 import type { InvalidationBus } from './platform/invalidation.js';
 import type { SegmentCache } from './modules/search/segments.js';
-import type { ScopeCache } from './modules/search/scopes.js';
+import type { ScopeCache, UploadRowCache } from './modules/search/scopes.js';
 import type { IndexWarmer } from './modules/search/indexing.js';
 import type { VectorDrain } from './modules/search/vector-drain.js';
 import type { Clock } from './shared/clock.js';
@@ -41,6 +41,8 @@ export interface AppContext {
   searchIndex: SegmentCache;
   /** The scope each scope condition read last: a search ranks over it while its own scope statement runs (search/scopes.ts). */
   searchScopes: ScopeCache;
+  /** The rows of recent results' files with their row versions: a search takes those its scope statement reported unchanged (search/scopes.ts). */
+  searchUploadRows: UploadRowCache;
   /** Moves vectors staged by ingestion into the HNSW index in the background (search/vector-drain.ts). */
   vectorDrain: VectorDrain;
   /** Reads a newly ingested file's index into searchIndex in the background (search/indexing.ts). */

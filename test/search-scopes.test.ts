@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { sameScope, ScopeCache } from '../src/modules/search/scopes.js';
+import { sameScope, ScopeCache, UploadRowCache } from '../src/modules/search/scopes.js';
 import type { ScopeUpload } from '../src/modules/search/search.repository.js';
+import type { UploadRow } from '../src/modules/vault/uploads.repository.js';
 
 /** The held scopes' bounds and the comparison that decides whether a search may keep what it ranked over one. */
 
-const upload = (id: string, version: number | null = 1, chunks = 10, lexLen = 100): ScopeUpload => ({ id, version, chunks, lexLen });
+const upload = (id: string, version: number | null = 1, chunks = 10, lexLen = 100, row = '100'): ScopeUpload => ({ id, version, chunks, lexLen, row });
 
 describe('sameScope', () => {
   test('the same uploads in another order, with the same versions and sizes, are the same scope', () => {
@@ -59,5 +60,40 @@ describe('ScopeCache', () => {
     cache.set('two', [upload('c'), upload('d'), upload('f')]);
     assert.equal(cache.get('two')?.length, 3);
     assert.ok(cache.get('three'));
+  });
+});
+
+describe('UploadRowCache', () => {
+  const row = (id: string, title = id) => ({ id, fileTitle: title }) as unknown as UploadRow;
+
+  test('a row is taken only at the version of the row that the search\'s scope read, and only for a file of that scope', () => {
+    const cache = new UploadRowCache();
+    const first = cache.sourceFor([upload('a', 1, 10, 100, '7'), upload('b', 1, 10, 100, '8')]);
+    assert.equal(first.held('a'), undefined);
+    first.remember(row('a'), '7');
+    first.remember(row('c'), '3');
+    assert.equal(first.held('a')?.id, 'a');
+    assert.deepEqual(cache.stats, { held: 1, read: 1 });
+    // the next search read another version of a's row (it was updated): read again
+    const next = cache.sourceFor([upload('a', 1, 10, 100, '9')]);
+    assert.equal(next.held('a'), undefined);
+    // c is held, but not in this scope (it entered after the scope statement, or left): read
+    assert.equal(next.held('c'), undefined);
+    next.remember(row('a', 'renamed'), '9');
+    assert.equal(next.held('a')?.fileTitle, 'renamed');
+    // the old version is not held any more
+    assert.equal(first.held('a'), undefined);
+    assert.deepEqual(cache.stats, { held: 2, read: 4 });
+  });
+
+  test('bounded by rows, least recently used first', () => {
+    const cache = new UploadRowCache(2);
+    const scope = cache.sourceFor(['a', 'b', 'c'].map((id) => upload(id, 1, 10, 100, '1')));
+    scope.remember(row('a'), '1');
+    scope.remember(row('b'), '1');
+    assert.ok(scope.held('a')); // now the most recently used
+    scope.remember(row('c'), '1');
+    assert.equal(scope.held('b'), undefined);
+    assert.ok(scope.held('a') && scope.held('c'));
   });
 });

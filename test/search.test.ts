@@ -372,6 +372,45 @@ describe('the scope held between searches (search/scopes.ts)', () => {
   });
 });
 
+describe('the result files held between searches (search/scopes.ts, UploadRowCache)', () => {
+  test('a file renamed or made confidential on another node is presented as it now is in the very next search here', async () => {
+    const other = await startTestApp({ database: t.database });
+    after(() => other.close());
+    const stats = t.app.ctx.searchUploadRows.stats;
+    const id = await put(tokens.a1admin!, 'ledger', 'Quartermaster Ysolde Brannick audited the Harrowgate grain ledger.', { scope: 'instance' });
+    const query = { query: 'Ysolde Brannick Harrowgate ledger' };
+    const find = async () => {
+      const body = (await search(tokens.a1!, query)).json();
+      const hit = body.results.find((r: any) => r.uploadId === id);
+      assert.ok(hit, JSON.stringify(body.results));
+      return { hit, files: new Set(body.results.map((r: any) => r.uploadId)).size };
+    };
+    await find();
+    // the same search again: every result's file is held at the version the scope statement read, none is read
+    const start = { ...stats };
+    const again = await find();
+    assert.deepEqual(stats, { held: start.held + again.files, read: start.read });
+    assert.match(again.hit.snippet, /Brannick/);
+
+    const patch = async (body: Record<string, unknown>) => {
+      const res = await other.app.inject({ method: 'PATCH', url: `/api/user/files/${id}`, headers: bearer(tokens.a1admin!), payload: body });
+      assert.equal(res.statusCode, 200, res.body);
+    };
+    await patch({ confidential: true, file_title: 'Sealed ledger' });
+    const sealed = await find();
+    assert.equal(sealed.hit.snippet, '[confidential]');
+    assert.equal(sealed.hit.upload.confidential, true);
+    assert.equal(sealed.hit.upload.file_title, 'Sealed ledger');
+    // that file only was read again
+    assert.equal(stats.read, start.read + 1);
+    await patch({ confidential: false });
+    const open = await find();
+    assert.match(open.hit.snippet, /Brannick/);
+    assert.equal(open.hit.upload.confidential, false);
+    assert.equal(stats.read, start.read + 2);
+  });
+});
+
 describe('text without letters or digits (the zero vector: no cosine)', () => {
   test('such a query, and searches over a file of such text, answer 200 without a dense score for it', async () => {
     for (const query of ['!!!', '...', '<->', '" "', '( = + -']) {

@@ -119,6 +119,8 @@ export interface RankedLists {
   uploadCount: number;
   chunkCount: number;
   vector: PackedVector | null;
+  /** the scope as this search's statement read it (with the versions of its files' rows) */
+  scope: readonly ScopeUpload[];
 }
 
 /**
@@ -158,7 +160,8 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   }
   if (sameScope(held, scope)) {
     scopes.stats.confirmed++;
-    return ranking;
+    // ranked over the held copy; the rows' versions are those just read
+    return { ...(await ranking), scope };
   }
   scopes.set(key, scope);
   scopes.stats.stale++;
@@ -186,7 +189,7 @@ async function rankOver(
   const depth = depthFor(options.limit);
   const lists: Partial<Record<Method, Ranked[]>> = {};
   let vector: PackedVector | null = null;
-  if (scope.length === 0 || chunkCount === 0) return { lists, uploadCount: scope.length, chunkCount, vector };
+  if (scope.length === 0 || chunkCount === 0) return { lists, uploadCount: scope.length, chunkCount, vector, scope };
 
   // the query vector is needed for minScore and the dense score of every result, even without the dense list
   const embedder = ctx.providers.embedder;
@@ -195,7 +198,7 @@ async function rankOver(
   // its cosine with anything is undefined (NaN in pgvector), so there is no dense side for it.
   if (v && v.some((x) => x !== 0)) vector = packVector(v, embedder.dimensions);
   // a ranking over a held scope that its statement did not confirm stops at the next step (its lists are not used)
-  if (abandoned.yes) return { lists, uploadCount: scope.length, chunkCount, vector };
+  if (abandoned.yes) return { lists, uploadCount: scope.length, chunkCount, vector, scope };
 
   // The dense search runs in the database while the other two are scored here from the scope's segments.
   // The database runs one statement at a time, in the order they were sent: the query's lexemes are asked
@@ -214,7 +217,7 @@ async function rankOver(
     if (lexemes && !abandoned.yes) lists.lexical = await lexical(db, index, segments, uploadIds, query, await lexemes, depth, chunkCount, lexTotal);
   }
   if (dense) lists.dense = await dense;
-  return { lists, uploadCount: scope.length, chunkCount, vector };
+  return { lists, uploadCount: scope.length, chunkCount, vector, scope };
 }
 
 async function lexical(
@@ -364,13 +367,15 @@ export async function retrieve(ctx: AppContext, auth: AuthContext, query: string
     }
     kept = fused.filter((f) => sourceOf(f.by) !== 'rag' || (cosine.get(f.id) ?? 0) >= min);
   }
-  // the texts and files of the first `limit` (one query); a chunk deleted since it was ranked is passed over
+  // the texts and files of the first `limit` (the files held at the versions the scope statement read are not
+  // read again: scopes.ts, UploadRowCache); a chunk deleted since it was ranked is passed over
   const details = new Map<string, repo.ResultChunk>();
   const top: typeof kept = [];
+  const files = ctx.searchUploadRows.sourceFor(ranked.scope);
   for (let from = 0; top.length < limit && from < kept.length; ) {
     const batch = kept.slice(from, from + limit - top.length);
     from += batch.length;
-    for (const c of await repo.resultChunks(ctx.db, batch.map((f) => f.id), ranked.vector)) details.set(c.id, c);
+    for (const c of await repo.resultChunks(ctx.db, batch.map((f) => f.id), ranked.vector, files)) details.set(c.id, c);
     top.push(...batch.filter((f) => details.has(f.id)));
   }
   const terms = queryTerms(q);

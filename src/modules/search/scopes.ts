@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { ScopeUpload } from './search.repository.js';
+import type { UploadRow } from '../vault/uploads.repository.js';
+import type { ScopeUpload, UploadRowSource } from './search.repository.js';
 
 /**
  * The last scope read for each scope condition, so that a search can start ranking before its own
@@ -66,4 +67,52 @@ export function sameScope(a: readonly ScopeUpload[], b: readonly ScopeUpload[]):
     if (o === undefined || o.version !== s.version || o.chunks !== s.chunks || o.lexLen !== s.lexLen) return false;
   }
   return true;
+}
+
+/**
+ * The rows of the files of recent results, each with the version it was read at (the row's xmin, which
+ * every update of the row changes), so that a search need not read its results' files again.
+ *
+ * Like the held scope, this answers nothing on its own: a search takes a held row only when its own scope
+ * statement, sent at the start of this search, reported that same version of the row. A file renamed, made
+ * confidential or private, on this node or another, has another version from the next search on, and is read
+ * again. A file of the results that the scope did not list (one that entered the scope after its statement) is
+ * read. What it saves is the files' statement at the end of a search, the last step before the answer.
+ *
+ * Bounded by rows, the least recently used going first.
+ */
+export class UploadRowCache {
+  private readonly rows = new Map<string, { version: string; row: UploadRow }>();
+  /** Result files taken from here, and read from the database. */
+  readonly stats = { held: 0, read: 0 };
+
+  constructor(private readonly maxRows = 10_000) {}
+
+  /** The rows of one search: held ones only at the versions its scope statement read. */
+  sourceFor(scope: readonly ScopeUpload[]): UploadRowSource {
+    let expected: Map<string, string> | undefined;
+    return {
+      held: (id) => {
+        expected ??= new Map(scope.map((s) => [s.id, s.row]));
+        const entry = this.rows.get(id);
+        if (entry === undefined || entry.version !== expected.get(id)) {
+          this.stats.read++;
+          return undefined;
+        }
+        // most recently used last
+        this.rows.delete(id);
+        this.rows.set(id, entry);
+        this.stats.held++;
+        return entry.row;
+      },
+      remember: (row, version) => {
+        this.rows.delete(row.id);
+        this.rows.set(row.id, { version, row });
+        for (const oldest of this.rows.keys()) {
+          if (this.rows.size <= this.maxRows) break;
+          this.rows.delete(oldest);
+        }
+      },
+    };
+  }
 }
