@@ -7,7 +7,7 @@ import { compareCodePoints, edgeLists, entityRows, graphNames, uploadGraph, type
 import { denseSearch, drainStagedVectors, refreshUploadIndex, replaceChunkText } from '../src/modules/search/search.repository.js';
 import { textArray } from '../src/db/search.js';
 import { BM25 } from '../src/modules/search/retrieve.js';
-import { allowedOf, bm25, entityScores, expandNeighbours, hashKey, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TermPositions, TopK, type Allowed } from '../src/modules/search/segments.js';
+import { allowedOf, bm25, entityScores, expandNeighbours, hashKey, hashKey2, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TermPositions, TopK, type Allowed } from '../src/modules/search/segments.js';
 import { bySimilarity, similarity, TrigramDictionary, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
 import { packVector, vectorParam } from '../src/modules/search/vectors.js';
@@ -283,6 +283,26 @@ test('neighbour expansion re-scores the candidates as its formula says (query li
   }
   // the expansion did change orders (the comparisons above are not of identical lists)
   assert.ok(moved > 20, `${moved} moved`);
+});
+
+test('the 64-bit fingerprints (hashKey, hashKey2) that tell lexemes apart in the neighbour expansion: distinct over 300,000 keys where 32 bits collide', () => {
+  // word-like keys: stems and digits, as a tsvector's lexemes are
+  const keys: string[] = [];
+  for (let i = 0; i < 300_000; i++) keys.push(`${String.fromCharCode(97 + (i % 26))}${(i * 7919).toString(36)}${i % 3 === 0 ? 'ing' : ''}`);
+  assert.equal(new Set(keys).size, keys.length);
+  const first = new Set<number>();
+  let collisions = 0;
+  const prints = new Set<string>();
+  for (const key of keys) {
+    const a = hashKey(key);
+    if (first.has(a)) collisions++;
+    first.add(a);
+    prints.add(`${a}:${hashKey2(key)}`);
+  }
+  // 32 bits alone: about n²/2³³ ≈ 10 collisions expected among 300,000 keys (the second hash is what tells them apart)
+  assert.ok(collisions > 0, 'the 32-bit hash collides on these keys');
+  assert.equal(prints.size, keys.length);
+  assert.notEqual(hashKey2('shock'), hashKey('shock'));
 });
 
 test("a scope's entities and edges read in pages give the same segments as read in one", async () => {
