@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { LruMap } from '../../shared/lru-map.js';
 import type { UploadRow } from '../vault/uploads.repository.js';
 import type { ScopeUpload, UploadRowSource } from './search.repository.js';
 
@@ -17,12 +18,13 @@ import type { ScopeUpload, UploadRowSource } from './search.repository.js';
  * Bounded by keys and by the uploads held across them, the least recently used going first.
  */
 export class ScopeCache {
-  private readonly held = new Map<string, readonly ScopeUpload[]>();
-  private uploads = 0;
+  private readonly held: LruMap<string, readonly ScopeUpload[]>;
   /** Searches that ranked over a held scope which their statement confirmed, that had to rank again, that had none. */
   readonly stats = { confirmed: 0, stale: 0, missed: 0 };
 
-  constructor(private readonly limits: { maxKeys: number; maxUploads: number } = { maxKeys: 1_000, maxUploads: 100_000 }) {}
+  constructor(limits: { maxKeys: number; maxUploads: number } = { maxKeys: 1_000, maxUploads: 100_000 }) {
+    this.held = new LruMap({ maxEntries: limits.maxKeys, maxWeight: limits.maxUploads, weigh: (scope) => scope.length });
+  }
 
   /** The key of a scope condition: its SQL text and parameters, hashed (selected ids can make it long). */
   static keyOf(query: { sql: string; params: unknown[] }): string {
@@ -30,31 +32,11 @@ export class ScopeCache {
   }
 
   get(key: string): readonly ScopeUpload[] | undefined {
-    const scope = this.held.get(key);
-    if (scope === undefined) return undefined;
-    // most recently used last
-    this.held.delete(key);
-    this.held.set(key, scope);
-    return scope;
+    return this.held.get(key);
   }
 
   set(key: string, scope: readonly ScopeUpload[]): void {
-    this.delete(key);
-    if (scope.length > this.limits.maxUploads) return;
     this.held.set(key, scope);
-    this.uploads += scope.length;
-    for (const [oldest, s] of this.held) {
-      if (this.held.size <= this.limits.maxKeys && this.uploads <= this.limits.maxUploads) break;
-      this.held.delete(oldest);
-      this.uploads -= s.length;
-    }
-  }
-
-  private delete(key: string): void {
-    const old = this.held.get(key);
-    if (old === undefined) return;
-    this.held.delete(key);
-    this.uploads -= old.length;
   }
 }
 
@@ -82,11 +64,13 @@ export function sameScope(a: readonly ScopeUpload[], b: readonly ScopeUpload[]):
  * Bounded by rows, the least recently used going first.
  */
 export class UploadRowCache {
-  private readonly rows = new Map<string, { version: string; row: UploadRow }>();
+  private readonly rows: LruMap<string, { version: string; row: UploadRow }>;
   /** Result files taken from here, and read from the database. */
   readonly stats = { held: 0, read: 0 };
 
-  constructor(private readonly maxRows = 10_000) {}
+  constructor(maxRows = 10_000) {
+    this.rows = new LruMap({ maxEntries: maxRows });
+  }
 
   /** The rows of one search: held ones only at the versions its scope statement read. */
   sourceFor(scope: readonly ScopeUpload[]): UploadRowSource {
@@ -99,20 +83,10 @@ export class UploadRowCache {
           this.stats.read++;
           return undefined;
         }
-        // most recently used last
-        this.rows.delete(id);
-        this.rows.set(id, entry);
         this.stats.held++;
         return entry.row;
       },
-      remember: (row, version) => {
-        this.rows.delete(row.id);
-        this.rows.set(row.id, { version, row });
-        for (const oldest of this.rows.keys()) {
-          if (this.rows.size <= this.maxRows) break;
-          this.rows.delete(oldest);
-        }
-      },
+      remember: (row, version) => this.rows.set(row.id, { version, row }),
     };
   }
 }
