@@ -61,6 +61,48 @@ describe('PGlite in a worker thread', () => {
     assert.equal(t!.v, '[1,2]');
   });
 
+  test("each statement's values are parsed as on this thread: drizzle's raw types raw, the rest by PGlite's parsers, whoever asks", async () => {
+    // The worker's instance reads drizzle's raw types raw, so that drizzle's statements pass no parsers (a copy
+    // of PGlite's whole parser table per statement: src/db/raw-types.ts). Every way of asking must still give
+    // what PGlite on this thread gives: compared here value for value, rows as objects and as arrays.
+    const here = await openDatabase({ pgliteDataDir: 'memory://', loadDataDir: await templateBlob() });
+    try {
+      assert.equal(here.worker, false);
+      const text = `select timestamp '2024-01-02 03:04:05.678' as ts, timestamptz '2024-01-02 03:04:05+02' as tz,
+                           interval '1 day 2 hours' as iv, date '2024-02-29' as d, 12.5::numeric as num,
+                           array[1.5, 2.25]::numeric[] as nums, array[timestamp '2024-01-02 03:04:05', null]::timestamp[] as tss,
+                           array[timestamptz '2024-01-02 03:04:05+00']::timestamptz[] as tzs, array[interval '1 hour'] as ivs,
+                           array[date '2024-01-01', date '2025-12-31'] as ds, array[1, 2]::int[] as ints, array['a', 'b']::text[] as texts,
+                           null::timestamp as nothing`;
+      const identity = (v: string) => v;
+      const drizzleRaw = Object.fromEntries([1114, 1184, 1186, 1082, 1231, 1115, 1185, 1187, 1182].map((oid) => [oid, identity]));
+      const variants: Array<[string, Record<string, unknown> | undefined]> = [
+        ['no options', undefined],
+        ["drizzle's raw types", { parsers: drizzleRaw }],
+        ["drizzle's raw types, rows as arrays", { rowMode: 'array', parsers: drizzleRaw }],
+        ['timestamp alone raw', { parsers: { 1114: identity } }],
+        ['timestamp[] alone raw', { rowMode: 'array', parsers: { 1115: identity } }],
+        ['another parser', { parsers: { 1082: (v: string) => `date:${v}`, 25: (v: string) => v.toUpperCase() } }],
+      ];
+      type Queryable = { query(sql: string, params?: unknown[], options?: unknown): Promise<{ rows: unknown[] }>; exec(sql: string): Promise<Array<{ rows: unknown[] }>> };
+      const worker = database.pglite as unknown as Queryable;
+      const local = here.pglite as unknown as Queryable;
+      for (const [name, options] of variants) {
+        const expected = (await local.query(text, [], options)).rows;
+        assert.deepStrictEqual((await worker.query(text, [], options)).rows, expected, name);
+      }
+      const parsedHere = (await local.query(text)).rows[0] as Record<string, unknown>;
+      assert.ok(parsedHere.ts instanceof Date && Array.isArray(parsedHere.tss) && parsedHere.tss[0] instanceof Date, 'the comparison covers parsed values');
+      assert.deepStrictEqual((await worker.exec(text))[0]!.rows, (await local.exec(text))[0]!.rows, 'exec');
+      // through drizzle, as the app reads: raw text turned into the schema's values by drizzle itself
+      assert.deepStrictEqual(await rowsOf(database.db, sql.raw(text)), await rowsOf(here.db, sql.raw(text)), 'drizzle');
+      const [user] = await rowsOf<{ created_at: string }>(database.db, sql`select now()::timestamptz as created_at`);
+      assert.equal(typeof user!.created_at, 'string', "drizzle's raw types stay text for drizzle");
+    } finally {
+      await here.close();
+    }
+  });
+
   test('a transaction commits or rolls back as a whole; errors keep code and constraint', async () => {
     await database.db.execute(sql`create table worker_probe (id int primary key, note text)`);
     await assert.rejects(

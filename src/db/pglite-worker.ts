@@ -11,14 +11,17 @@ import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { sendBytesAsBinary } from './binary-params.js';
+import { RawTypes } from './raw-types.js';
 import type { WorkerReply, WorkerRequest, WorkerStart } from './pglite-remote.js';
 
 const port = parentPort!;
 const start = workerData as WorkerStart;
-const identity = (value: string) => value;
 
+let rawTypes!: RawTypes;
 const ready: Promise<PGlite> = PGlite.create({ dataDir: start.dataDir, loadDataDir: start.loadDataDir, extensions: { vector, pg_trgm } }).then((pg) => {
   sendBytesAsBinary(pg);
+  // drizzle's raw types are read raw by the instance: its statements pass no parsers (raw-types.ts)
+  rawTypes = new RawTypes(pg);
   return pg;
 });
 const transactions = new Map<number, Transaction>();
@@ -44,7 +47,7 @@ async function handle(db: PGlite, req: WorkerRequest): Promise<void> {
     case 'query': {
       const target = req.txId === undefined ? db : transactions.get(req.txId);
       if (!target) throw new Error('The transaction has ended');
-      const parsers = req.rawTypes ? Object.fromEntries(req.rawTypes.map((oid) => [oid, identity])) : undefined;
+      const parsers = rawTypes.parsersFor(req.rawTypes);
       const result = await target.query(req.sql, req.params, { rowMode: req.rowMode, parsers, paramTypes: req.paramTypes });
       reply({ id: req.id, ok: true, result: { rows: result.rows, fields: result.fields, affectedRows: result.affectedRows } });
       return;
@@ -52,7 +55,7 @@ async function handle(db: PGlite, req: WorkerRequest): Promise<void> {
     case 'exec': {
       const target = req.txId === undefined ? db : transactions.get(req.txId);
       if (!target) throw new Error('The transaction has ended');
-      const results = await target.exec(req.sql);
+      const results = await target.exec(req.sql, { parsers: rawTypes.parsersFor(undefined) });
       reply({ id: req.id, ok: true, result: results.map((r) => ({ rows: r.rows, fields: r.fields, affectedRows: r.affectedRows })) });
       return;
     }
