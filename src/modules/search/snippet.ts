@@ -26,6 +26,38 @@ export function queryTerms(query: string): Set<string> {
   return terms;
 }
 
+/** Whether text[from, to) is a plain word (ASCII letters and digits alone, PLAIN_WORD) */
+function isPlain(text: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    if (!((c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122))) return false;
+  }
+  return true;
+}
+
+const lowerAscii = (c: number) => (c >= 65 && c <= 90 ? c + 32 : c);
+
+/**
+ * The first two characters of a query's terms, as a bitmap over ASCII pairs. A plain word's comparable form
+ * begins with its own first two characters lower-cased (`singular` keeps at least the first two of a word of
+ * two or more), and every term has two or more: a plain word whose first two are no term's cannot match, and
+ * is passed over without being cut out and folded (most of a page's ~1,500 words).
+ */
+const termPrefixes = new WeakMap<ReadonlySet<string>, Uint8Array>();
+function prefixesOf(terms: ReadonlySet<string>): Uint8Array {
+  let bits = termPrefixes.get(terms);
+  if (!bits) {
+    bits = new Uint8Array(128 * 128);
+    for (const t of terms) {
+      const a = t.charCodeAt(0);
+      const b = t.charCodeAt(1);
+      if (a < 128 && b < 128) bits[a * 128 + b] = 1;
+    }
+    termPrefixes.set(terms, bits);
+  }
+  return bits;
+}
+
 /**
  * About SNIPPET_TARGET characters of `text` around the densest cluster of query terms: the window of
  * that width holding the most matched words (ties: the earliest), widened evenly to the target, cut on
@@ -34,13 +66,19 @@ export function queryTerms(query: string): Set<string> {
 export function makeSnippet(text: string, terms: Set<string>, target = SNIPPET_TARGET): string {
   const clean = text.replace(/\s+/gu, ' ').trim();
   if (clean.length <= target) return clean;
-  const spans = wordSpans(clean);
-  const count = spans.length >> 1;
+  const count = scanWords(clean);
+  const spans = scratch;
   const start = (w: number) => spans[2 * w]!;
   const end = (w: number) => spans[2 * w + 1]!;
   // the words matching a query term, by index
+  const prefixes = prefixesOf(terms);
   const hits: number[] = [];
-  for (let w = 0; w < count; w++) if (terms.has(key(clean.slice(start(w), end(w))))) hits.push(w);
+  for (let w = 0; w < count; w++) {
+    const a = start(w);
+    const b = end(w);
+    if (isPlain(clean, a, b) && (b - a < 2 || prefixes[lowerAscii(clean.charCodeAt(a)) * 128 + lowerAscii(clean.charCodeAt(a + 1))] === 0)) continue;
+    if (terms.has(key(clean.slice(a, b)))) hits.push(w);
+  }
   let from = 0;
   if (hits.length > 0) {
     let best = 0;
@@ -91,14 +129,22 @@ function isLetterOrDigit(cp: number): boolean {
   return LETTER_OR_DIGIT.test(String.fromCodePoint(cp));
 }
 
+/** [start, end) pairs of the last scanWords, at [2w, 2w + 1] (grown as needed; makeSnippet is synchronous) */
+let scratch = new Int32Array(4096);
+
 /**
  * The words of `text` as WORD_RE finds them, as [start, end) pairs of UTF-16 offsets: a letter or digit, then
  * letters, digits, apostrophes and hyphens, ending on a letter or digit. A scan instead of `matchAll`, which
  * made an array for each of the ~1,500 words of a page of snippets (test/search.test.ts compares the two).
  */
 export function wordSpans(text: string): number[] {
-  const spans: number[] = [];
+  return Array.from(scratch.subarray(0, 2 * scanWords(text)));
+}
+
+/** Scans the words of `text` into `scratch`; returns how many. */
+function scanWords(text: string): number {
   const n = text.length;
+  let count = 0;
   let i = 0;
   while (i < n) {
     const cp = text.codePointAt(i)!;
@@ -117,8 +163,15 @@ export function wordSpans(text: string): number[] {
       else if (c !== 39 /* ' */ && c !== 0x2019 /* ’ */ && c !== 45 /* - */) break;
       j += w;
     }
-    spans.push(from, last);
+    if (2 * count + 2 > scratch.length) {
+      const grown = new Int32Array(scratch.length * 2);
+      grown.set(scratch);
+      scratch = grown;
+    }
+    scratch[2 * count] = from;
+    scratch[2 * count + 1] = last;
+    count++;
     i = last;
   }
-  return spans;
+  return count;
 }
