@@ -19,7 +19,8 @@
  * (1024 here unless set: 2.7 KB a chunk of these texts in files of 1,000 chunks, 4.3 KB in files of 120, so
  * 100k chunks fill the default 256).
  *
- * The server runs its database in a worker thread as `npm start` does; PGLITE_WORKER=false runs it in process.
+ * The server runs its database in a worker thread as `npm start` does, and with its node flags (the script runs itself
+ * again under them: bench/support.ts, SERVER_NODE_FLAGS); PGLITE_WORKER=false runs the database in process.
  * BENCH_SEARCH_DIR=<dir> keeps the data directory there instead of a temporary one; a later run with the
  * same directory and the same totalChunks skips the seeding, the HNSW build and the insert measurement, and
  * times the dense side and the route again (for before/after runs of two commits on one dataset).
@@ -43,6 +44,10 @@ import { LocalEmbedder } from '../src/providers/embeddings/index.js';
 import type { LocalEmbedderVersion } from '../src/providers/embeddings/local.js';
 import { newId } from '../src/shared/ids.js';
 import { loadCollection } from '../scripts/eval-search.js';
+import { underServerFlags } from './support.js';
+
+// the app runs in this process: with the node flags `npm start` gives the server
+underServerFlags();
 
 const total = Number(process.argv[2] ?? 100_000);
 const nQueries = Number(process.argv[3] ?? 40);

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
-import { api, freePort, runProcess, startProcess, uploadThroughApi, waitUntilIngested } from '../bench/support.js';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { api, freePort, runProcess, SERVER_NODE_FLAGS, startProcess, uploadThroughApi, waitUntilIngested } from '../bench/support.js';
 import { preparedDataDir } from './support/server-process.js';
 
 /** `npm start`'s process: listens on PORT, serves, and on SIGTERM finishes in-flight requests before exiting 0. */
@@ -88,4 +89,15 @@ test('the built server (dist/) starts, ingests a file in its sandbox and finds i
   }
   // after the finally: a failure above is reported as itself, not as this
   assert.equal(exitCode, 0);
+});
+
+test("npm start runs node with the server's flags, the ones the benchmarks measure with, and this node accepts them", () => {
+  const start = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } }).scripts.start;
+  const command = start.split('&&').at(-1)!.trim().split(/\s+/);
+  assert.equal(command[0], 'node', start);
+  assert.ok(SERVER_NODE_FLAGS.length > 0);
+  for (const flag of SERVER_NODE_FLAGS) assert.ok(command.includes(flag), `npm start passes ${flag}: ${start}`);
+  // a flag this node does not know would stop npm start ("bad option")
+  const run = spawnSync(process.execPath, [...command.filter((a) => a.startsWith('--')), '-e', 'process.exit(0)'], { encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
 });
