@@ -1,6 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/pglite';
+import { PGlite, type QueryOptions, type Transaction } from '@electric-sql/pglite';
+import * as schema from '../src/db/schema.js';
+import { DRIZZLE_RAW_TYPES, RawTypes } from '../src/db/raw-types.js';
 import { rowsOf } from '../src/db/client.js';
 import { openDatabase, type Database } from '../src/db/client.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
@@ -98,6 +102,34 @@ describe('PGlite in a worker thread', () => {
       assert.deepStrictEqual(await rowsOf(database.db, sql.raw(text)), await rowsOf(here.db, sql.raw(text)), 'drizzle');
       const [user] = await rowsOf<{ created_at: string }>(database.db, sql`select now()::timestamptz as created_at`);
       assert.equal(typeof user!.created_at, 'string', "drizzle's raw types stay text for drizzle");
+    } finally {
+      await here.close();
+    }
+  });
+
+  test("drizzle's statements ask for exactly the raw types the worker's instance reads raw: they pass it no parsers", async () => {
+    // what drizzle's PGlite driver passes with a statement, recorded on the way to the worker
+    const pg = database.pglite as unknown as PGlite;
+    const asked: number[][] = [];
+    const recording = {
+      query: (text: string, params?: unknown[], options?: QueryOptions) => {
+        asked.push(Object.keys(options?.parsers ?? {}).map(Number));
+        return pg.query(text, params, options);
+      },
+      transaction: (callback: (tx: Transaction) => Promise<unknown>) => pg.transaction(callback),
+    };
+    const db = drizzle(recording as unknown as PGlite, { schema });
+    await db.select().from(schema.users).limit(1);
+    await db.execute(sql`select now() as at`);
+    assert.equal(asked.length, 2);
+    for (const types of asked) assert.deepEqual([...types].sort((a, b) => a - b), [...DRIZZLE_RAW_TYPES].sort((a, b) => a - b));
+    // and for that set the worker passes PGlite no parsers of its own (no copy of its parser table)
+    const here = await PGlite.create();
+    try {
+      const raw = new RawTypes(here);
+      assert.equal(raw.parsersFor(asked[0]), undefined);
+      assert.notEqual(raw.parsersFor(undefined), undefined);
+      assert.notEqual(raw.parsersFor([1114]), undefined);
     } finally {
       await here.close();
     }

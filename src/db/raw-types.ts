@@ -10,7 +10,7 @@ type Parsers = Record<number, Parser>;
  */
 export const DRIZZLE_RAW_TYPES: readonly number[] = [1114, 1184, 1186, 1082, 1231, 1115, 1185, 1187, 1182];
 
-/** The arrays among them whose elements are among them too, by array type: their element type. */
+/** The arrays among them whose elements are among them too, by array type: their element type (numeric[]'s, numeric, is not). */
 const ELEMENT_OF: Readonly<Record<number, number>> = { 1115: 1114, 1185: 1184, 1187: 1186, 1182: 1082 };
 
 const identity = (value: string) => value;
@@ -30,26 +30,20 @@ export class RawTypes {
   /** PGlite's parsers of the raw types, as they were before the instance was changed */
   private readonly defaults: Parsers = {};
 
-  constructor(
-    pg: PGlite,
-    private readonly raw: readonly number[] = DRIZZLE_RAW_TYPES,
-  ) {
-    for (const oid of raw) this.defaults[oid] = pg.parsers[oid] ?? identity;
+  constructor(pg: PGlite) {
+    for (const oid of DRIZZLE_RAW_TYPES) this.defaults[oid] = pg.parsers[oid] ?? identity;
     // PGlite's parser of an array type reads its element type's parser from the instance when it parses: an
     // array whose element type turns raw here gets an array parser of its own, over the element's old parser
-    for (const oid of raw) {
-      const element = ELEMENT_OF[oid];
-      if (element !== undefined && raw.includes(element)) {
-        const parseElement = this.defaults[element]!;
-        this.defaults[oid] = (value: string) => types.arrayParser(value, (x: string) => parseElement(x, element), oid);
-      }
+    for (const [array, element] of Object.entries(ELEMENT_OF)) {
+      const parseElement = this.defaults[element]!;
+      this.defaults[Number(array)] = (value: string) => types.arrayParser(value, (x: string) => parseElement(x, element), Number(array));
     }
-    for (const oid of raw) pg.parsers[oid] = identity;
+    for (const oid of DRIZZLE_RAW_TYPES) pg.parsers[oid] = identity;
   }
 
   /** The parsers to pass with a statement whose caller reads `rawTypes` as raw text (undefined: none needed). */
   parsersFor(rawTypes: readonly number[] | undefined): Parsers | undefined {
-    if (rawTypes && rawTypes.length === this.raw.length && this.raw.every((oid) => rawTypes.includes(oid))) return undefined;
+    if (rawTypes && rawTypes.length === DRIZZLE_RAW_TYPES.length && DRIZZLE_RAW_TYPES.every((oid) => rawTypes.includes(oid))) return undefined;
     const parsers: Parsers = { ...this.defaults };
     for (const oid of rawTypes ?? []) parsers[oid] = identity;
     return parsers;
