@@ -8,14 +8,12 @@ export const MAX_SNIPPET = 400;
 /** A word: what wordSpans finds (queryTerms reads the query's words with it). */
 export const WORD_RE = /[\p{L}\p{N}](?:[\p{L}\p{N}'’-]*[\p{L}\p{N}])?/gu;
 
-/** A word of ASCII letters and digits alone, which foldWord only lower-cases. */
-const PLAIN_WORD = /^[A-Za-z0-9]+$/;
 /**
  * Comparable form of a word: folded, singular, cut to 6 characters (a cheap stand-in for the stemmer). A plain
  * ASCII word skips foldWord's normalisation and replacements, which change nothing in it and cost most of the
  * snippets' time (about 1,500 words for the 10 snippets of a page of results).
  */
-const key = (w: string) => singular(PLAIN_WORD.test(w) ? w.toLowerCase() : foldWord(w)).slice(0, 6);
+const key = (w: string) => singular(isPlain(w, 0, w.length) ? w.toLowerCase() : foldWord(w)).slice(0, 6);
 
 export function queryTerms(query: string): Set<string> {
   const terms = new Set<string>();
@@ -26,12 +24,12 @@ export function queryTerms(query: string): Set<string> {
   return terms;
 }
 
-/** Whether text[from, to) is a plain word (ASCII letters and digits alone, PLAIN_WORD) */
+/** An ASCII letter or digit. */
+const isAsciiLetterOrDigit = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+
+/** Whether text[from, to) is a plain word: ASCII letters and digits alone, which foldWord only lower-cases. */
 function isPlain(text: string, from: number, to: number): boolean {
-  for (let i = from; i < to; i++) {
-    const c = text.charCodeAt(i);
-    if (!((c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122))) return false;
-  }
+  for (let i = from; i < to; i++) if (!isAsciiLetterOrDigit(text.charCodeAt(i))) return false;
   return true;
 }
 
@@ -125,7 +123,7 @@ export function makeSnippet(text: string, terms: Set<string>, target = SNIPPET_T
 const LETTER_OR_DIGIT = /^[\p{L}\p{N}]$/u;
 /** Whether a code point is a letter or a digit (\p{L} or \p{N}); ASCII without a regular expression. */
 function isLetterOrDigit(cp: number): boolean {
-  if (cp < 128) return (cp >= 48 && cp <= 57) || (cp >= 65 && cp <= 90) || (cp >= 97 && cp <= 122);
+  if (cp < 128) return isAsciiLetterOrDigit(cp);
   return LETTER_OR_DIGIT.test(String.fromCodePoint(cp));
 }
 
