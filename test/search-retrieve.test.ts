@@ -1,10 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'drizzle-orm';
-import { rowsOf } from '../src/db/client.js';
+import { drizzle } from 'drizzle-orm/pglite';
+import type { PGlite } from '@electric-sql/pglite';
+import * as schema from '../src/db/schema.js';
+import { rowsOf, type Db } from '../src/db/client.js';
 import { resolveAuth } from '../src/modules/identity/auth-context.js';
 import { regraphAll } from '../src/modules/search/regraph.js';
 import { rankLists, retrieve } from '../src/modules/search/retrieve.js';
+import { cosinesOf } from '../src/modules/search/search.repository.js';
+import { packVector } from '../src/modules/search/vectors.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
 
@@ -94,6 +99,36 @@ test('regraph rebuilds a graph that is missing, the same graph as ingestion wrot
   const after = await retrieve(t.app.ctx, await authOf(), 'Elodea', { limit: 5, methods: ['kag'] });
   assert.deepEqual(after.results.map((r) => r.uploadId), [ids.inChild]);
   assert.deepEqual(await graphRows(), ingested);
+});
+
+test('the rows of the lexical list\'s head are read while the graph side is scored; a result outside them is read after the fusion', async () => {
+  const auth = await authOf();
+  const sent: Array<{ query: string; params: unknown[] }> = [];
+  const db = drizzle(t.database.pglite as PGlite, { schema, logger: { logQuery: (query, params) => void sent.push({ query, params }) } }) as unknown as Db;
+  const ctx = { ...t.app.ctx, db };
+  // the ids a statement reads chunks by (a text[] literal, src/db/search.ts textArray)
+  const chunkReads = () =>
+    sent.filter((s) => /from chunks c where c\.id = any/.test(s.query)).map((s) => [...String(s.params.find((p) => /^\{.*\}$/.test(String(p)))).matchAll(/"([^"]+)"/g)].map((m) => m[1]!));
+  const chunkOf = async (uploadId: string) => (await rowsOf<{ id: string }>(t.database.db, sql`select id from chunks where upload_id = ${uploadId}`)).map((r) => r.id);
+  const both = [...(await chunkOf(ids.inChild!)), ...(await chunkOf(ids.outside!))];
+  // one result asked for: the read ahead took the lexical list's head (both chunks), and nothing was read after
+  const one = await retrieve(ctx, auth, 'photosynthesis', { limit: 1 });
+  assert.deepEqual(chunkReads().map((read) => new Set(read)), [new Set(both)]);
+  // the result is the one the lexical side ranked first, with its own text, file and cosine
+  assert.equal(one.results.length, 1);
+  const hit = one.results[0]!;
+  const [first] = (await rankLists(t.app.ctx, auth, 'photosynthesis', { limit: 1, methods: ['lexical'] })).lists.lexical!;
+  assert.equal(hit.chunkId, first!.id);
+  const [row] = await rowsOf<{ text: string; upload_id: string }>(t.database.db, sql`select text, upload_id from chunks where id = ${hit.chunkId}`);
+  assert.deepEqual([hit.text, hit.uploadId, hit.upload._id], [row!.text, row!.upload_id, row!.upload_id]);
+  const cosine = await cosinesOf(t.database.db, [hit.chunkId], packVector((await t.app.ctx.providers.embedder.embed(['photosynthesis']))[0]!, t.app.ctx.providers.embedder.dimensions));
+  assert.equal(hit.denseScore, Math.round(cosine.get(hit.chunkId)! * 1e6) / 1e6);
+  // only the graph side: nothing is read ahead, the result's row is read after the fusion
+  sent.length = 0;
+  const kag = await retrieve(ctx, auth, 'Elodea', { limit: 5, methods: ['kag'] });
+  assert.deepEqual(kag.results.map((r) => [r.uploadId, r.source]), [[ids.inChild, 'kag']]);
+  assert.equal(kag.results[0]!.text, 'Photosynthesis turns light into chemical energy inside the chloroplasts of Elodea leaves.');
+  assert.deepEqual(chunkReads(), [await chunkOf(ids.inChild!)]);
 });
 
 test('minScore on results that only the lexical side found: their cosine is read for the filter', async () => {

@@ -466,14 +466,22 @@ export interface UploadRowSource {
 
 const NO_HELD_ROWS: UploadRowSource = { held: () => undefined, remember: () => undefined };
 
+/** A result chunk before its file is attached (resultChunkRows). */
+export type ChunkRow = Omit<ResultChunk, 'upload'>;
+
 /**
- * The chunks of the final results with their files, and their cosine similarity to the query vector.
- * One statement for the chunks with their cosines (in process at 100k chunks about 0.6 ms, where a statement
- * joining the four tables took 2.2); then the files that `known` does not hold at the version expected, by
- * id, with their row versions for the next search (0.5 ms for a few by id, 1.1 ms when found through the
- * chunks in a subquery). A chunk whose file is gone by then is left out, as one deleted before the first.
+ * The chunks of the final results with their files, and their cosine similarity to the query vector:
+ * resultChunkRows, then withUploads.
  */
 export async function resultChunks(db: DbOrTx, chunkIds: string[], vector: PackedVector | null, known: UploadRowSource = NO_HELD_ROWS): Promise<ResultChunk[]> {
+  return withUploads(db, await resultChunkRows(db, chunkIds, vector), known);
+}
+
+/**
+ * Chunks by id with their cosine similarity to the query vector, in one statement (in process at 100k chunks
+ * about 0.6 ms, where a statement joining the four tables took 2.2). A chunk deleted by then is absent.
+ */
+export async function resultChunkRows(db: DbOrTx, chunkIds: string[], vector: PackedVector | null): Promise<ChunkRow[]> {
   if (chunkIds.length === 0) return [];
   const dense = vector
     ? sql`1 - (coalesce((select s.embedding from chunk_vectors_staged s where s.chunk_id = c.id),
@@ -483,9 +491,21 @@ export async function resultChunks(db: DbOrTx, chunkIds: string[], vector: Packe
     db,
     sql`select c.id, c.upload_id, c.chunk_index, c.text, ${dense} as dense from chunks c where c.id = any(${textArray(chunkIds)}::text[])`,
   );
+  return rows.map((r) => {
+    const cosine = r.dense === null ? null : Number(r.dense);
+    return { id: r.id, uploadId: r.upload_id, index: Number(r.chunk_index), text: r.text, dense: cosine === null || !Number.isFinite(cosine) ? null : cosine };
+  });
+}
+
+/**
+ * The chunks with their files: those `known` does not hold at the version expected are read by id, with their
+ * row versions for the next search (0.5 ms for a few by id, 1.1 ms when found through the chunks in a
+ * subquery). A chunk whose file is gone by then is left out, as one deleted before.
+ */
+export async function withUploads(db: DbOrTx, rows: readonly ChunkRow[], known: UploadRowSource = NO_HELD_ROWS): Promise<ResultChunk[]> {
   const byId = new Map<string, UploadRow>();
   const missing: string[] = [];
-  for (const id of new Set(rows.map((r) => r.upload_id))) {
+  for (const id of new Set(rows.map((r) => r.uploadId))) {
     const row = known.held(id);
     if (row) byId.set(id, row);
     else missing.push(id);
@@ -502,10 +522,8 @@ export async function resultChunks(db: DbOrTx, chunkIds: string[], vector: Packe
   }
   const out: ResultChunk[] = [];
   for (const r of rows) {
-    const upload = byId.get(r.upload_id);
-    if (upload === undefined) continue;
-    const cosine = r.dense === null ? null : Number(r.dense);
-    out.push({ id: r.id, uploadId: r.upload_id, index: Number(r.chunk_index), text: r.text, dense: cosine === null || !Number.isFinite(cosine) ? null : cosine, upload });
+    const upload = byId.get(r.uploadId);
+    if (upload !== undefined) out.push({ ...r, upload });
   }
   return out;
 }
