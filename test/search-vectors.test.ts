@@ -16,7 +16,7 @@ import {
   lockVectorTables,
   refreshUploadIndex,
   replaceChunkText,
-  resultChunks,
+  resultChunkRows,
   updateChunkEmbeddings,
 } from '../src/modules/search/search.repository.js';
 import { VectorDrain } from '../src/modules/search/vector-drain.js';
@@ -447,7 +447,7 @@ test('every statement that reads or writes both vector tables names chunk_vector
   await denseSearch(logged, scope, vector, 5, true);
   await denseSearch(logged, scope, vector, 5, false);
   await cosinesOf(logged, file.chunkIds, vector);
-  await resultChunks(logged, file.chunkIds, vector);
+  await resultChunkRows(logged, file.chunkIds, vector);
   await updateChunkEmbeddings(logged, [{ id: file.chunkIds[0]!, text: texts(3, 9)[0]!, embedding: vector }]);
   await drainStagedVectors(logged, 100);
   const sent = recorded.map((s) => s.query);

@@ -470,16 +470,9 @@ const NO_HELD_ROWS: UploadRowSource = { held: () => undefined, remember: () => u
 export type ChunkRow = Omit<ResultChunk, 'upload'>;
 
 /**
- * The chunks of the final results with their files, and their cosine similarity to the query vector:
- * resultChunkRows, then withUploads.
- */
-export async function resultChunks(db: DbOrTx, chunkIds: string[], vector: PackedVector | null, known: UploadRowSource = NO_HELD_ROWS): Promise<ResultChunk[]> {
-  return withUploads(db, await resultChunkRows(db, chunkIds, vector), known);
-}
-
-/**
- * Chunks by id with their cosine similarity to the query vector, in one statement (in process at 100k chunks
- * about 0.6 ms, where a statement joining the four tables took 2.2). A chunk deleted by then is absent.
+ * The chunks of results by id with their cosine similarity to the query vector, in one statement (in process
+ * at 100k chunks about 0.6 ms, where a statement joining the four tables took 2.2). A chunk deleted by then
+ * is absent.
  */
 export async function resultChunkRows(db: DbOrTx, chunkIds: string[], vector: PackedVector | null): Promise<ChunkRow[]> {
   if (chunkIds.length === 0) return [];
