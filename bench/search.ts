@@ -7,7 +7,8 @@
  * collection's abstracts, each with a generated sentence so that no two chunks are equal; vectors from
  * the local embedder; BM25 statistics and knowledge graph written by the search module's own writers),
  * then builds the HNSW index in bulk (timed) and measures, for the collection's queries:
- *   - POST /api/user/files/search-content over HTTP (the real app on 127.0.0.1): p50/p95 with the
+ *   - POST /api/user/files/search-content over HTTP (the real app on 127.0.0.1, the requests sent one at a
+ *     time from a client process: bench/http-client.ts): p50/p95 with the
  *     10k scope (selectedUploadIds = 10 files) and the 100k scope (all files), over the third and fourth
  *     passes of the queries: the first reads the scope's indexes into memory (its first request is printed),
  *     the second lets the garbage of that one-time read be collected, so that the two timed passes (twice
