@@ -79,7 +79,7 @@ describe('PGlite in a worker thread', () => {
                            array[date '2024-01-01', date '2025-12-31'] as ds, array[1, 2]::int[] as ints, array['a', 'b']::text[] as texts,
                            null::timestamp as nothing`;
       const identity = (v: string) => v;
-      const drizzleRaw = Object.fromEntries([1114, 1184, 1186, 1082, 1231, 1115, 1185, 1187, 1182].map((oid) => [oid, identity]));
+      const drizzleRaw = Object.fromEntries(DRIZZLE_RAW_TYPES.map((oid) => [oid, identity]));
       const variants: Array<[string, Record<string, unknown> | undefined]> = [
         ['no options', undefined],
         ["drizzle's raw types", { parsers: drizzleRaw }],
@@ -100,8 +100,8 @@ describe('PGlite in a worker thread', () => {
       assert.deepStrictEqual((await worker.exec(text))[0]!.rows, (await local.exec(text))[0]!.rows, 'exec');
       // through drizzle, as the app reads: raw text turned into the schema's values by drizzle itself
       assert.deepStrictEqual(await rowsOf(database.db, sql.raw(text)), await rowsOf(here.db, sql.raw(text)), 'drizzle');
-      const [user] = await rowsOf<{ created_at: string }>(database.db, sql`select now()::timestamptz as created_at`);
-      assert.equal(typeof user!.created_at, 'string', "drizzle's raw types stay text for drizzle");
+      const [row] = await rowsOf<{ created_at: string }>(database.db, sql`select now()::timestamptz as created_at`);
+      assert.equal(typeof row!.created_at, 'string', "drizzle's raw types stay text for drizzle");
     } finally {
       await here.close();
     }

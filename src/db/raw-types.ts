@@ -39,13 +39,16 @@ export class RawTypes {
       this.defaults[Number(array)] = (value: string) => types.arrayParser(value, (x: string) => parseElement(x, element), Number(array));
     }
     for (const oid of DRIZZLE_RAW_TYPES) pg.parsers[oid] = identity;
+    Object.freeze(this.defaults);
   }
 
   /** The parsers to pass with a statement whose caller reads `rawTypes` as raw text (undefined: none needed). */
   parsersFor(rawTypes: readonly number[] | undefined): Parsers | undefined {
     if (rawTypes && rawTypes.length === DRIZZLE_RAW_TYPES.length && DRIZZLE_RAW_TYPES.every((oid) => rawTypes.includes(oid))) return undefined;
+    // PGlite merges what is passed into a copy of its table (it never changes the object passed)
+    if (!rawTypes || rawTypes.length === 0) return this.defaults;
     const parsers: Parsers = { ...this.defaults };
-    for (const oid of rawTypes ?? []) parsers[oid] = identity;
+    for (const oid of rawTypes) parsers[oid] = identity;
     return parsers;
   }
 }
