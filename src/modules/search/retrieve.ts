@@ -123,7 +123,7 @@ export interface RankedLists {
   vector: PackedVector | null;
   /** the scope as this search's statement read it (with the versions of its files' rows) */
   scope: readonly ScopeUpload[];
-  /** with `prefetchRows`: the chunk rows of the lexical list's head and the dense list's, read while the graph side was scored */
+  /** with `prefetchRows` and a lexical list: the chunk rows of its head and the dense list's, read while the graph side was scored */
   rows?: Promise<repo.ChunkRow[]>;
 }
 
@@ -228,9 +228,9 @@ async function rankOver(
     const where = methods.has('kag') && !abandoned.yes ? new NamePositions(segments, index) : undefined;
     const entities = where && graphEntities(index, where, query);
     if (lexemes && !abandoned.yes) lists.lexical = await lexical(db, index, segments, uploadIds, query, await lexemes, depth, chunkCount, lexTotal);
-    if (options.prefetchRows && !abandoned.yes) {
+    if (options.prefetchRows && lists.lexical && !abandoned.yes) {
       await turn(); // the dense list, when the database has sent it
-      rows = prefetchRows(db, lists.lexical ?? [], denseList ?? [], options.limit, vector);
+      rows = prefetchRows(db, lists.lexical, denseList ?? [], options.limit, vector);
       await turn(); // the statement is sent (drizzle's query starts when awaited)
     }
     if (where && entities && !abandoned.yes) lists.kag = graphChunks(where, entities, depth, chunkCount);

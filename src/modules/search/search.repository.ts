@@ -464,8 +464,6 @@ export interface UploadRowSource {
   remember(row: UploadRow, version: string): void;
 }
 
-const NO_HELD_ROWS: UploadRowSource = { held: () => undefined, remember: () => undefined };
-
 /** A result chunk before its file is attached (resultChunkRows). */
 export type ChunkRow = Omit<ResultChunk, 'upload'>;
 
@@ -495,7 +493,7 @@ export async function resultChunkRows(db: DbOrTx, chunkIds: string[], vector: Pa
  * row versions for the next search (0.5 ms for a few by id, 1.1 ms when found through the chunks in a
  * subquery). A chunk whose file is gone by then is left out, as one deleted before.
  */
-export async function withUploads(db: DbOrTx, rows: readonly ChunkRow[], known: UploadRowSource = NO_HELD_ROWS): Promise<ResultChunk[]> {
+export async function withUploads(db: DbOrTx, rows: readonly ChunkRow[], known: UploadRowSource): Promise<ResultChunk[]> {
   const byId = new Map<string, UploadRow>();
   const missing: string[] = [];
   for (const id of new Set(rows.map((r) => r.uploadId))) {
