@@ -78,28 +78,13 @@ const fmt = (xs: number[]) => `p50 ${pct(xs, 50).toFixed(1)} ms, p95 ${pct(xs, 9
 
 /**
  * The requests are sent from a process of their own (bench/http-client.ts), as the suite's load generators are, so that
- * the client's work does not run on the server's thread; BENCH_SEARCH_CLIENT=inprocess sends them with fetch from this
- * process instead, as this script did before 2026-11-28 (its figures until then include the client's work).
+ * the client's work does not run on the server's thread (until 2026-11-28 this script sent them with fetch from its own
+ * thread, and its figures until then include the client's work: bench/RESULTS.md, twenty-fifth pass).
  */
-const inProcessClient = process.env.BENCH_SEARCH_CLIENT === 'inprocess';
-
 interface Sent {
   ms: number[];
   status: number[];
   tookMs: Array<number | null>;
-}
-
-async function sendHere(url: string, headers: Record<string, string>, bodies: string[]): Promise<Sent> {
-  const out: Sent = { ms: [], status: [], tookMs: [] };
-  for (const body of bodies) {
-    const s = performance.now();
-    const res = await fetch(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body });
-    const answer = (await res.json()) as { tookMs?: number };
-    out.ms.push(performance.now() - s);
-    out.status.push(res.status);
-    out.tookMs.push(answer.tookMs ?? null);
-  }
-  return out;
 }
 
 function sendFromClientProcess(job: { url: string; headers: Record<string, string>; bodies: string[] }): Promise<Sent> {
@@ -249,7 +234,7 @@ async function timeRoute(db: typeof database.db, userId: string, uploadIds: stri
     const bodies = [...queries, ...queries, ...queries, ...queries].map((query) => JSON.stringify({ query, selectedUploadIds: scope.ids, ...(method ? { method } : {}) }));
     const url = `${base}/api/user/files/search-content`;
     const headers = { authorization: `Bearer ${login.accessToken}` };
-    const sent = inProcessClient ? await sendHere(url, headers, bodies) : await sendFromClientProcess({ url, headers, bodies });
+    const sent = await sendFromClientProcess({ url, headers, bodies });
     const bad = sent.status.findIndex((s) => s !== 200);
     if (bad >= 0) throw new Error(`search-content answered ${sent.status[bad]} to ${bodies[bad]}`);
     const first = sent.ms[0]!;
