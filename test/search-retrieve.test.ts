@@ -131,6 +131,25 @@ test('the rows of the lexical list\'s head are read while the graph side is scor
   assert.deepEqual(chunkReads(), [await chunkOf(ids.inChild!)]);
 });
 
+test('a query with an exclusion asks for its websearch_to_tsquery with its lexemes, before the scope and the dense search', async () => {
+  const auth = await authOf();
+  const sent: string[] = [];
+  const db = drizzle(t.database.pglite as PGlite, { schema, logger: { logQuery: (query) => void sent.push(query) } }) as unknown as Db;
+  const ctx = { ...t.app.ctx, db };
+  await retrieve(ctx, auth, 'photosynthesis', { limit: 5 }); // the scope is held from here on
+  sent.length = 0;
+  const r = await retrieve(ctx, auth, 'photosynthesis -CAM', { limit: 5, methods: ['lexical'] });
+  assert.deepEqual(r.results.map((x) => x.uploadId), [ids.inChild]);
+  const kinds = sent.map((q) =>
+    /unnest\(to_tsvector/.test(q) ? 'lexemes' : /websearch_to_tsquery/.test(q) ? 'operators' : /from uploads u left join upload_index_stats/.test(q) ? 'scope' : /<=>/.test(q) ? 'dense' : 'other',
+  );
+  assert.deepEqual(kinds.slice(0, 3), ['lexemes', 'operators', 'scope']);
+  sent.length = 0;
+  await retrieve(ctx, auth, 'photosynthesis -CAM', { limit: 5 });
+  const order = sent.map((q) => (/websearch_to_tsquery/.test(q) ? 'operators' : /<=>/.test(q) ? 'dense' : 'other'));
+  assert.ok(order.indexOf('operators') >= 0 && order.indexOf('operators') < order.indexOf('dense'), order.join(' '));
+});
+
 test('minScore on results that only the lexical side found: their cosine is read for the filter', async () => {
   const auth = await authOf();
   // without the dense list no cosine comes with the results: the filter reads them

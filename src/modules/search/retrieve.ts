@@ -141,9 +141,9 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   const key = ScopeCache.keyOf(scopeDialect.sqlToQuery(condition));
   const held = scopes.get(key);
   // Over a held scope the graph side is scored at once and the lexical side right after it: the query's
-  // lexemes (a statement that needs no scope) are asked for before the scope, so as not to wait behind it.
-  const lexemes = held !== undefined && held.some((s) => s.chunks > 0) && (options.methods ?? METHODS).includes('lexical') ? repo.queryLexemes(ctx.db, query) : undefined;
-  lexemes?.catch(() => undefined); // awaited by the ranking
+  // lexemes (and a query's operators: statements that need no scope) are asked for before the scope, so as
+  // not to wait behind it and the dense search.
+  const lexemes = held !== undefined && held.some((s) => s.chunks > 0) && (options.methods ?? METHODS).includes('lexical') ? askLexical(ctx.db, query) : undefined;
   const reading = repo.scopeUploads(ctx.db, condition);
   if (held === undefined) {
     const scope = await reading;
@@ -182,7 +182,7 @@ async function rankOver(
   scope: readonly ScopeUpload[],
   query: string,
   options: RetrieveOptions,
-  early: { abandoned?: { readonly yes: boolean }; lexemes?: Promise<Array<{ lexeme: string; qtf: number }>> } = {},
+  early: { abandoned?: { readonly yes: boolean }; lexemes?: LexicalQuery } = {},
 ): Promise<RankedLists> {
   const abandoned = early.abandoned ?? { yes: false };
   const db = ctx.db;
@@ -211,11 +211,9 @@ async function rankOver(
   // list's) are then read in the database while the graph side's chunks are scored here: in most searches
   // they are the rows of the results, which the search would otherwise wait for after the fusion.
   const exact = options.exactDense ?? chunkCount <= EXACT_SCAN_MAX_CHUNKS;
-  const lexemes = methods.has('lexical') ? (early.lexemes ?? repo.queryLexemes(db, query)) : undefined;
+  const lexemes = methods.has('lexical') ? (early.lexemes ?? askLexical(db, query)) : undefined;
   const dense = methods.has('dense') && vector ? repo.denseSearch(db, uploadIds, vector, denseDepthFor(options.limit), exact) : undefined;
-  // awaited below; a failure is reported there, not as an unhandled rejection
-  lexemes?.catch(() => undefined);
-  dense?.catch(() => undefined);
+  dense?.catch(() => undefined); // awaited below; a failure is reported there, not as an unhandled rejection
   let denseList: Ranked[] | undefined;
   void dense?.then(
     (list) => (denseList = list),
@@ -227,7 +225,7 @@ async function rankOver(
     const index = ctx.searchIndex;
     const where = methods.has('kag') && !abandoned.yes ? new NamePositions(segments, index) : undefined;
     const entities = where && graphEntities(index, where, query);
-    if (lexemes && !abandoned.yes) lists.lexical = await lexical(db, index, segments, uploadIds, query, await lexemes, depth, chunkCount, lexTotal);
+    if (lexemes && !abandoned.yes) lists.lexical = await lexical(db, index, segments, uploadIds, query, lexemes, depth, chunkCount, lexTotal);
     if (options.prefetchRows && lists.lexical && !abandoned.yes) {
       await turn(); // the dense list, when the database has sent it
       rows = prefetchRows(db, lists.lexical, denseList ?? [], options.limit, vector);
@@ -237,6 +235,27 @@ async function rankOver(
   }
   if (dense) lists.dense = await dense;
   return { lists, uploadCount: scope.length, chunkCount, vector, scope, rows };
+}
+
+type Lexeme = { lexeme: string; qtf: number };
+
+/** The lexical side's statements that need no scope, sent together (before the scope and the dense search when the scope is held). */
+interface LexicalQuery {
+  lexemes: Promise<Lexeme[]>;
+  /** for a query with quoted phrases or -exclusions: its websearch_to_tsquery as text */
+  operators?: Promise<string>;
+}
+
+/** A quoted phrase or an -exclusion: websearch_to_tsquery's operators (the others, `or` and plain words, BM25 ranks as words). */
+const OPERATORS = /["]|(^|\s)-\S/u;
+
+function askLexical(db: DbOrTx, query: string): LexicalQuery {
+  const lexemes = repo.queryLexemes(db, query);
+  const operators = OPERATORS.test(query) ? repo.websearchQueryText(db, query) : undefined;
+  // awaited by the ranking; a failure is reported there, not as an unhandled rejection
+  lexemes.catch(() => undefined);
+  operators?.catch(() => undefined);
+  return { lexemes, operators };
 }
 
 /** One turn of the event loop: the replies that have come are taken in, the work queued is sent. */
@@ -260,21 +279,22 @@ async function lexical(
   segments: Segment[],
   uploadIds: SQL,
   query: string,
-  lexemes: Array<{ lexeme: string; qtf: number }>,
+  statements: LexicalQuery,
   k: number,
   n: number,
   lexTotal: number,
 ): Promise<Ranked[]> {
   const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)) };
+  const lexemes = await statements.lexemes;
   // quoted phrases and -exclusions: only the chunks matching websearch_to_tsquery are ranked (found from the
   // copies; a query with a phrase needs positions, which only Postgres has)
   let allowed: Allowed | undefined;
-  if (/["]|(^|\s)-\S/u.test(query)) {
-    const parsed = parseTsQuery(await repo.websearchQueryText(db, query));
+  if (statements.operators) {
+    const parsed = parseTsQuery(await statements.operators);
     allowed = parsed === undefined ? allowedOf(segments, await repo.websearchMatches(db, uploadIds, query)) : matching(segments, parsed);
   }
   const where = new TermPositions(segments);
-  const rank = (terms: Array<{ lexeme: string; qtf: number }>, depth: number) => bm25(segments, terms, depth, params, allowed, where);
+  const rank = (terms: Lexeme[], depth: number) => bm25(segments, terms, depth, params, allowed, where);
   // the first pass only supplies RM3's feedback chunks (its best FB_DOCS) and the document frequencies: ranked
   // that deep, its top-k pruning skips more chunks, and its best FB_DOCS are the same as at any depth
   const first = rank(lexemes, FB_DOCS);
@@ -295,9 +315,9 @@ async function correctUnknown(
   index: SegmentCache,
   segments: Segment[],
   query: string,
-  lexemes: Array<{ lexeme: string; qtf: number }>,
+  lexemes: Lexeme[],
   df: ReadonlyMap<string, number>,
-): Promise<Array<{ lexeme: string; qtf: number }> | undefined> {
+): Promise<Lexeme[] | undefined> {
   if (lexemes.every((l) => df.has(l.lexeme))) return undefined;
   const words = [...query.toLowerCase().matchAll(/[\p{L}\p{N}][\p{L}\p{N}'’-]*/gu)].map((m) => m[0]).filter((w) => w.length >= 4);
   const corrections = words.flatMap((w) => index.similarEntities(segments, w, FUZZY_MIN, 1, NAME_KINDS));
@@ -322,7 +342,7 @@ const EXPANSION: NeighbourExpansion = { candidates: 200, k: 10, alpha: 0.5 };
  * Pseudo-relevance feedback: the first pass's top chunks supply expansion terms (relevance model),
  * mixed with the query (λ). Returns the weighted terms, which BM25 ranks with again.
  */
-function feedback(lexemes: Array<{ lexeme: string; qtf: number }>, hits: Located[]): Array<{ lexeme: string; qtf: number }> {
+function feedback(lexemes: Lexeme[], hits: Located[]): Lexeme[] {
   const top = hits.slice(0, FB_DOCS).filter((h): h is Located & { segment: Segment; ord: number } => h.segment !== undefined && h.ord !== undefined);
   const sum = top.reduce((s, h) => s + h.score, 0) || 1;
   const terms = feedbackTerms(top.map((h) => ({ segment: h.segment, ord: h.ord, weight: h.score / sum })), FB_TERMS);

@@ -1450,34 +1450,105 @@ export function parseTsQuery(text: string): TsQueryNode | null | undefined {
 /** The chunks a websearch filter lets through, by segment: 1 at the ordinal of each (a segment absent: none). */
 export type Allowed = ReadonlyMap<Segment, Uint8Array>;
 
-/** The chunks of the segments that match the query (Postgres' `tsv @@ query` for queries without phrases). */
+/**
+ * The chunks of the segments that match the query (Postgres' `tsv @@ query` for queries without phrases).
+ * Evaluated per segment on sorted lists of ordinals: a lexeme's postings read in place, each `and` / `or`
+ * merged into one scratch buffer, a negation kept as a flag on its list (De Morgan) rather than spelt out over
+ * the segment. The work is the query's postings; a typed array per node and segment (the first version) cost
+ * 4–7 ms at 100k chunks for a query of eleven lexemes and two exclusions, mostly in allocating them.
+ */
 export function matching(segments: readonly Segment[], query: TsQueryNode | null): Allowed {
   const out = new Map<Segment, Uint8Array>();
   if (query === null) return out;
+  const merges = countMerges(query);
+  // one buffer for every segment's bytes, and one for the merges' lists (each at most a segment's chunks long)
+  const all = new Uint8Array(segments.reduce((n, s) => n + s.ids.length, 0));
+  const scratch = new Uint32Array(merges * segments.reduce((m, s) => Math.max(m, s.ids.length), 0));
+  let at = 0;
   for (const s of segments) {
     const n = s.ids.length;
-    const evaluate = (node: TsQueryNode): Uint8Array => {
-      if (node.op === 'lexeme') {
-        const hit = new Uint8Array(n);
-        const t = termOf(s, node.lexeme);
-        if (t >= 0) for (let i = s.termStart[t]!; i < s.termStart[t + 1]!; i++) hit[ordOf(s.postings[i]!)] = 1;
-        return hit;
-      }
-      if (node.op === 'not') {
-        const hit = evaluate(node.arg);
-        for (let o = 0; o < n; o++) hit[o] = 1 - hit[o]!;
-        return hit;
-      }
-      const a = evaluate(node.left);
-      const b = evaluate(node.right);
-      if (node.op === 'and') for (let o = 0; o < n; o++) a[o] = a[o]! & b[o]!;
-      else for (let o = 0; o < n; o++) a[o] = a[o]! | b[o]!;
-      return a;
-    };
-    const hit = evaluate(query);
-    if (hit.includes(1)) out.set(s, hit);
+    const hit = all.subarray(at, at + n);
+    at += n;
+    const set = matchList(s, query, { scratch, used: 0 });
+    const size = set.to - set.from;
+    if (set.negated ? size === n : size === 0) continue;
+    if (set.negated) hit.fill(1);
+    const value = set.negated ? 0 : 1;
+    for (let i = set.from; i < set.to; i++) hit[set.src[i]! >>> set.shift] = value;
+    out.set(s, hit);
   }
   return out;
+}
+
+const countMerges = (node: TsQueryNode): number => (node.op === 'lexeme' ? 0 : node.op === 'not' ? countMerges(node.arg) : 1 + countMerges(node.left) + countMerges(node.right));
+
+/** A sorted list of a segment's chunk ordinals, src[from..to) >>> shift (a term's postings, or a merge's list in the scratch buffer); `negated`: every chunk but those. */
+interface OrdList {
+  src: Uint32Array;
+  from: number;
+  to: number;
+  shift: number;
+  negated: boolean;
+}
+
+const NO_ORDS = new Uint32Array(0);
+
+function matchList(s: Segment, node: TsQueryNode, space: { scratch: Uint32Array; used: number }): OrdList {
+  if (node.op === 'lexeme') {
+    const t = termOf(s, node.lexeme);
+    return t < 0 ? { src: NO_ORDS, from: 0, to: 0, shift: 0, negated: false } : { src: s.postings, from: s.termStart[t]!, to: s.termStart[t + 1]!, shift: COUNT_SHIFT, negated: false };
+  }
+  if (node.op === 'not') {
+    const arg = matchList(s, node.arg, space);
+    return { ...arg, negated: !arg.negated };
+  }
+  const a = matchList(s, node.left, space);
+  const b = matchList(s, node.right, space);
+  // De Morgan: A ∧ ¬B = A \ B, ¬A ∧ ¬B = ¬(A ∪ B), A ∨ ¬B = ¬(B \ A), ¬A ∨ ¬B = ¬(A ∩ B)
+  if (node.op === 'and') {
+    if (!a.negated && !b.negated) return mergeOrds(a, b, BOTH, false, space, s.ids.length);
+    if (!a.negated) return mergeOrds(a, b, FIRST, false, space, s.ids.length);
+    if (!b.negated) return mergeOrds(b, a, FIRST, false, space, s.ids.length);
+    return mergeOrds(a, b, EITHER, true, space, s.ids.length);
+  }
+  if (!a.negated && !b.negated) return mergeOrds(a, b, EITHER, false, space, s.ids.length);
+  if (!a.negated) return mergeOrds(b, a, FIRST, true, space, s.ids.length);
+  if (!b.negated) return mergeOrds(a, b, FIRST, true, space, s.ids.length);
+  return mergeOrds(a, b, BOTH, true, space, s.ids.length);
+}
+
+const BOTH = 0;
+const EITHER = 1;
+const FIRST = 2;
+
+/** Two lists merged into the scratch buffer: the ordinals in both, in either, or in the first only. */
+function mergeOrds(a: OrdList, b: OrdList, keep: number, negated: boolean, space: { scratch: Uint32Array; used: number }, n: number): OrdList {
+  const out = space.scratch;
+  const from = space.used;
+  let k = from;
+  let i = a.from;
+  let j = b.from;
+  const as = a.src;
+  const bs = b.src;
+  while (i < a.to && j < b.to) {
+    const x = as[i]! >>> a.shift;
+    const y = bs[j]! >>> b.shift;
+    if (x === y) {
+      if (keep !== FIRST) out[k++] = x;
+      i++;
+      j++;
+    } else if (x < y) {
+      if (keep !== BOTH) out[k++] = x;
+      i++;
+    } else {
+      if (keep === EITHER) out[k++] = y;
+      j++;
+    }
+  }
+  if (keep !== BOTH) for (; i < a.to; i++) out[k++] = as[i]! >>> a.shift;
+  if (keep === EITHER) for (; j < b.to; j++) out[k++] = bs[j]! >>> b.shift;
+  space.used = from + n; // each list holds at most n distinct ordinals
+  return { src: out, from, to: k, shift: 0, negated };
 }
 
 /** The same for chunk ids found otherwise (a phrase filter Postgres evaluated). */
