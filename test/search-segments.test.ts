@@ -417,6 +417,8 @@ test('graph scores and co-occurrence sums from the copies equal the same formula
     for (let i = 1; i < summed.length; i++) assert.ok(summed[i - 1]!.w >= summed[i]!.w);
   }
   assert.deepEqual(byId, byText);
+  // the strongest `limit` alone (held segments: names below a seed's limit-th weight are passed over, ties kept)
+  for (const limit of [1, 2, 3, 5, 8, 13, byText.length - 1]) assert.deepEqual(neighbours(new NamePositions(segments, cache), seeds, limit), byText.slice(0, limit), `limit ${limit}`);
   // positions found through the cache's dictionary (a name it does not know is in no held segment) equal a probe of every segment
   const withIds = new NamePositions(segments, cache);
   for (const name of [...names, 'no such entity', 'boundary', 'mach']) assert.deepEqual(withIds.of(name), where.of(name), name);

@@ -1316,10 +1316,16 @@ export function neighbours(where: NamePositions, seeds: readonly string[], limit
       }
     }
     if (ids && acc) {
+      // Only the seed's `limit` strongest edges can be among the `limit` strongest of all (an edge is counted
+      // from one seed): when no segment was summed by text, names below the limit-th weight are not spelt out
+      // (a common seed touches thousands of names at 100k chunks; ties with the limit-th are kept).
+      const floor = sum.size === 0 && touched.length > limit ? kthLargest(touched, acc, limit) : 0;
       for (const g of touched) {
-        const other = ids.nameAt(g);
-        sum.set(other, (sum.get(other) ?? 0) + acc[g]!);
+        const w = acc[g]!;
         acc[g] = 0;
+        if (w < floor) continue;
+        const other = ids.nameAt(g);
+        sum.set(other, (sum.get(other) ?? 0) + w);
       }
       touched.length = 0;
     }
@@ -1327,6 +1333,39 @@ export function neighbours(where: NamePositions, seeds: readonly string[], limit
   }
   return all.sort((x, y) => y.w - x.w || compareText(x.a, y.a) || compareText(x.b, y.b)).slice(0, limit);
 }
+
+/** The k-th largest of values[ids[i]] (1 ≤ k ≤ ids.length), by selection on a copy. */
+function kthLargest(ids: readonly number[], values: Float64Array, k: number): number {
+  const v = new Float64Array(ids.length);
+  for (let i = 0; i < ids.length; i++) v[i] = values[ids[i]!]!;
+  // Hoare's selection for the (k − 1)-th position in descending order
+  let lo = 0;
+  let hi = v.length - 1;
+  const target = k - 1;
+  while (lo < hi) {
+    const pivot = v[(lo + hi) >>> 1]!;
+    let i = lo;
+    let j = hi;
+    while (i <= j) {
+      while (v[i]! > pivot) i++;
+      while (v[j]! < pivot) j--;
+      if (i <= j) {
+        const t = v[i]!;
+        v[i] = v[j]!;
+        v[j] = t;
+        i++;
+        j--;
+      }
+    }
+    if (target <= j) hi = j;
+    else if (target >= i) lo = i;
+    else break;
+  }
+  return v[target]!;
+}
+
+/** 1 + ln tf for each count a posting can hold (0 unused). */
+const TF_WEIGHT = Float64Array.from({ length: COUNT_BITS }, (_, c) => (c === 0 ? 0 : 1 + Math.log(c)));
 
 /**
  * Knowledge-graph scores of the scope's chunks for weighted entities (weight μ_e), the best k:
@@ -1358,7 +1397,7 @@ export function entityScores(where: NamePositions, weights: ReadonlyMap<string, 
       for (let j = s.nameStart[i]!; j < s.nameStart[i + 1]!; j++) {
         const ord = ordOf(s.mentions[j]!);
         if (acc[ord] === 0) touched[count++] = ord;
-        acc[ord] = acc[ord]! + w[e]! * (1 + Math.log(countOf(s.mentions[j]!)));
+        acc[ord] = acc[ord]! + w[e]! * TF_WEIGHT[countOf(s.mentions[j]!)]!;
       }
     }
     let threshold = top.threshold;
