@@ -1541,27 +1541,70 @@ function matchList(s: Segment, node: TsQueryNode, space: { scratch: Uint32Array;
     const arg = matchList(s, node.arg, space);
     return { ...arg, negated: !arg.negated };
   }
+  const n = s.ids.length;
+  if (node.op === 'and') {
+    // An and-chain at once, its plain operands shortest first: the first intersection is short, and the longer
+    // lists after it are skipped through (mergeOrds), then the negated operands are taken out of it (A ∧ ¬B =
+    // A \ B). Without a plain operand, De Morgan: ¬A ∧ ¬B = ¬(A ∪ B).
+    const operands = andOperands(node).map((child) => matchList(s, child, space));
+    const plain = operands.filter((o) => !o.negated).sort((x, y) => x.to - x.from - (y.to - y.from));
+    const negated = operands.filter((o) => o.negated);
+    if (plain.length === 0) return negated.slice(1).reduce((acc, o) => mergeOrds(acc, o, EITHER, true, space, n), negated[0]!);
+    let acc = plain[0]!;
+    for (const o of plain.slice(1)) acc = mergeOrds(acc, o, BOTH, false, space, n);
+    for (const o of negated) acc = mergeOrds(acc, o, FIRST, false, space, n);
+    return acc;
+  }
   const a = matchList(s, node.left, space);
   const b = matchList(s, node.right, space);
-  // De Morgan: A ∧ ¬B = A \ B, ¬A ∧ ¬B = ¬(A ∪ B), A ∨ ¬B = ¬(B \ A), ¬A ∨ ¬B = ¬(A ∩ B)
+  // De Morgan: A ∨ ¬B = ¬(B \ A), ¬A ∨ ¬B = ¬(A ∩ B)
+  if (!a.negated && !b.negated) return mergeOrds(a, b, EITHER, false, space, n);
+  if (!a.negated) return mergeOrds(b, a, FIRST, true, space, n);
+  if (!b.negated) return mergeOrds(a, b, FIRST, true, space, n);
+  return mergeOrds(a, b, BOTH, true, space, n);
+}
+
+/** The operands of a chain of `and`s, in order. */
+function andOperands(node: TsQueryNode, out: TsQueryNode[] = []): TsQueryNode[] {
   if (node.op === 'and') {
-    if (!a.negated && !b.negated) return mergeOrds(a, b, BOTH, false, space, s.ids.length);
-    if (!a.negated) return mergeOrds(a, b, FIRST, false, space, s.ids.length);
-    if (!b.negated) return mergeOrds(b, a, FIRST, false, space, s.ids.length);
-    return mergeOrds(a, b, EITHER, true, space, s.ids.length);
+    andOperands(node.left, out);
+    andOperands(node.right, out);
+  } else out.push(node);
+  return out;
+}
+
+/** The first position in src[from..to) whose ordinal (>>> shift) is not below x (`to` when none): a doubling step, then a binary search. */
+function seek(src: Uint32Array, shift: number, from: number, to: number, x: number): number {
+  let lo = from;
+  for (let step = 1; lo < to && src[lo]! >>> shift < x; step *= 2) {
+    const next = lo + step;
+    if (next >= to || src[next]! >>> shift >= x) {
+      let l = lo + 1;
+      let h = Math.min(next, to);
+      while (l < h) {
+        const m = (l + h) >>> 1;
+        if (src[m]! >>> shift < x) l = m + 1;
+        else h = m;
+      }
+      return l;
+    }
+    lo = next;
   }
-  if (!a.negated && !b.negated) return mergeOrds(a, b, EITHER, false, space, s.ids.length);
-  if (!a.negated) return mergeOrds(b, a, FIRST, true, space, s.ids.length);
-  if (!b.negated) return mergeOrds(a, b, FIRST, true, space, s.ids.length);
-  return mergeOrds(a, b, BOTH, true, space, s.ids.length);
+  return lo;
 }
 
 const BOTH = 0;
 const EITHER = 1;
 const FIRST = 2;
+/** A list this many times longer than the other is skipped through rather than read. */
+const SKIP_RATIO = 8;
 
-/** Two lists merged into the scratch buffer: the ordinals in both, in either, or in the first only. */
+/**
+ * Two lists merged into the scratch buffer: the ordinals in both, in either, or in the first only. A list many
+ * times longer than the other is skipped through (seek) for those in both or in the first only.
+ */
 function mergeOrds(a: OrdList, b: OrdList, keep: number, negated: boolean, space: { scratch: Uint32Array; used: number }, n: number): OrdList {
+  if (keep === BOTH && a.to - a.from > SKIP_RATIO * (b.to - b.from)) return mergeOrds(b, a, BOTH, negated, space, n);
   const out = space.scratch;
   const from = space.used;
   let k = from;
@@ -1569,6 +1612,16 @@ function mergeOrds(a: OrdList, b: OrdList, keep: number, negated: boolean, space
   let j = b.from;
   const as = a.src;
   const bs = b.src;
+  if (keep !== EITHER && b.to - b.from > SKIP_RATIO * (a.to - a.from)) {
+    for (; i < a.to; i++) {
+      const x = as[i]! >>> a.shift;
+      j = seek(bs, b.shift, j, b.to, x);
+      const found = j < b.to && bs[j]! >>> b.shift === x;
+      if (found === (keep === BOTH)) out[k++] = x;
+    }
+    space.used = from + n;
+    return { src: out, from, to: k, shift: 0, negated };
+  }
   while (i < a.to && j < b.to) {
     const x = as[i]! >>> a.shift;
     const y = bs[j]! >>> b.shift;
