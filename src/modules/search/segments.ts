@@ -1319,7 +1319,7 @@ export function neighbours(where: NamePositions, seeds: readonly string[], limit
       // Only the seed's `limit` strongest edges can be among the `limit` strongest of all (an edge is counted
       // from one seed): when no segment was summed by text, names below the limit-th weight are not spelt out
       // (a common seed touches thousands of names at 100k chunks; ties with the limit-th are kept).
-      const floor = sum.size === 0 && touched.length > limit ? kthLargest(touched, acc, limit) : 0;
+      const floor = sum.size === 0 && limit >= 1 && touched.length > limit ? kthLargest(touched, acc, limit) : 0;
       for (const g of touched) {
         const w = acc[g]!;
         acc[g] = 0;
