@@ -10,7 +10,7 @@ import { packVector, type PackedVector } from './vectors.js';
 import { fuse, METHODS, type Method, type Ranked } from './fusion.js';
 import { queryEntityCandidates } from './graph.js';
 import * as repo from './search.repository.js';
-import type { ScopeUpload } from './search.repository.js';
+import type { QueryLexeme, ScopeUpload } from './search.repository.js';
 import { sameScope, ScopeCache } from './scopes.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
 import { allowedOf, bm25, entityScores, exactEntities, expandNeighbours, feedbackTerms, matching, NamePositions, neighbours, parseTsQuery, TermPositions, type Allowed, type Located, type NeighbourExpansion, type Segment, type SegmentCache } from './segments.js';
@@ -143,7 +143,7 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   // Over a held scope the graph side is scored at once and the lexical side right after it: the query's
   // lexemes (and a query's operators: statements that need no scope) are asked for before the scope, so as
   // not to wait behind it and the dense search.
-  const lexemes = held !== undefined && held.some((s) => s.chunks > 0) && (options.methods ?? METHODS).includes('lexical') ? askLexical(ctx.db, query) : undefined;
+  const lexicalQuery = held !== undefined && held.some((s) => s.chunks > 0) && (options.methods ?? METHODS).includes('lexical') ? askLexical(ctx.db, query) : undefined;
   const reading = repo.scopeUploads(ctx.db, condition);
   if (held === undefined) {
     const scope = await reading;
@@ -153,7 +153,7 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   }
   reading.catch(() => undefined); // awaited below, after the ranking has started
   const abandoned = { yes: false };
-  const ranking = rankOver(ctx, condition, held, query, options, { abandoned, lexemes });
+  const ranking = rankOver(ctx, condition, held, query, options, { abandoned, lexicalQuery });
   ranking.catch(() => undefined); // awaited when the scope is confirmed
   let scope: ScopeUpload[];
   try {
@@ -170,7 +170,7 @@ export async function rankLists(ctx: AppContext, auth: AuthContext, query: strin
   scopes.set(key, scope);
   scopes.stats.stale++;
   abandoned.yes = true;
-  return rankOver(ctx, condition, scope, query, options, { lexemes });
+  return rankOver(ctx, condition, scope, query, options, { lexicalQuery });
 }
 
 /** Renders a scope condition to its SQL text and parameters (the key of its held scope). */
@@ -182,7 +182,7 @@ async function rankOver(
   scope: readonly ScopeUpload[],
   query: string,
   options: RetrieveOptions,
-  early: { abandoned?: { readonly yes: boolean }; lexemes?: LexicalQuery } = {},
+  early: { abandoned?: { readonly yes: boolean }; lexicalQuery?: LexicalQuery } = {},
 ): Promise<RankedLists> {
   const abandoned = early.abandoned ?? { yes: false };
   const db = ctx.db;
@@ -211,7 +211,7 @@ async function rankOver(
   // list's) are then read in the database while the graph side's chunks are scored here: in most searches
   // they are the rows of the results, which the search would otherwise wait for after the fusion.
   const exact = options.exactDense ?? chunkCount <= EXACT_SCAN_MAX_CHUNKS;
-  const lexemes = methods.has('lexical') ? (early.lexemes ?? askLexical(db, query)) : undefined;
+  const lexicalQuery = methods.has('lexical') ? (early.lexicalQuery ?? askLexical(db, query)) : undefined;
   const dense = methods.has('dense') && vector ? repo.denseSearch(db, uploadIds, vector, denseDepthFor(options.limit), exact) : undefined;
   dense?.catch(() => undefined); // awaited below; a failure is reported there, not as an unhandled rejection
   let denseList: Ranked[] | undefined;
@@ -220,12 +220,12 @@ async function rankOver(
     () => undefined,
   );
   let rows: Promise<repo.ChunkRow[]> | undefined;
-  if (lexemes || methods.has('kag')) {
+  if (lexicalQuery || methods.has('kag')) {
     const segments = await ctx.searchIndex.segmentsOf(db, scope);
     const index = ctx.searchIndex;
     const where = methods.has('kag') && !abandoned.yes ? new NamePositions(segments, index) : undefined;
     const entities = where && graphEntities(index, where, query);
-    if (lexemes && !abandoned.yes) lists.lexical = await lexical(db, index, segments, uploadIds, query, lexemes, depth, chunkCount, lexTotal);
+    if (lexicalQuery && !abandoned.yes) lists.lexical = await lexical(db, index, segments, uploadIds, query, lexicalQuery, depth, chunkCount, lexTotal);
     if (options.prefetchRows && lists.lexical && !abandoned.yes) {
       await turn(); // the dense list, when the database has sent it
       rows = prefetchRows(db, lists.lexical, denseList ?? [], options.limit, vector);
@@ -237,11 +237,9 @@ async function rankOver(
   return { lists, uploadCount: scope.length, chunkCount, vector, scope, rows };
 }
 
-type Lexeme = { lexeme: string; qtf: number };
-
 /** The lexical side's statements that need no scope, sent together (before the scope and the dense search when the scope is held). */
 interface LexicalQuery {
-  lexemes: Promise<Lexeme[]>;
+  lexemes: Promise<QueryLexeme[]>;
   /** for a query with quoted phrases or -exclusions: its websearch_to_tsquery as text */
   operators?: Promise<string>;
 }
@@ -294,7 +292,7 @@ async function lexical(
     allowed = parsed === undefined ? allowedOf(segments, await repo.websearchMatches(db, uploadIds, query)) : matching(segments, parsed);
   }
   const where = new TermPositions(segments);
-  const rank = (terms: Lexeme[], depth: number) => bm25(segments, terms, depth, params, allowed, where);
+  const rank = (terms: QueryLexeme[], depth: number) => bm25(segments, terms, depth, params, allowed, where);
   // the first pass only supplies RM3's feedback chunks (its best FB_DOCS) and the document frequencies: ranked
   // that deep, its top-k pruning skips more chunks, and its best FB_DOCS are the same as at any depth
   const first = rank(lexemes, FB_DOCS);
@@ -315,9 +313,9 @@ async function correctUnknown(
   index: SegmentCache,
   segments: Segment[],
   query: string,
-  lexemes: Lexeme[],
+  lexemes: QueryLexeme[],
   df: ReadonlyMap<string, number>,
-): Promise<Lexeme[] | undefined> {
+): Promise<QueryLexeme[] | undefined> {
   if (lexemes.every((l) => df.has(l.lexeme))) return undefined;
   const words = [...query.toLowerCase().matchAll(/[\p{L}\p{N}][\p{L}\p{N}'’-]*/gu)].map((m) => m[0]).filter((w) => w.length >= 4);
   const corrections = words.flatMap((w) => index.similarEntities(segments, w, FUZZY_MIN, 1, NAME_KINDS));
@@ -342,7 +340,7 @@ const EXPANSION: NeighbourExpansion = { candidates: 200, k: 10, alpha: 0.5 };
  * Pseudo-relevance feedback: the first pass's top chunks supply expansion terms (relevance model),
  * mixed with the query (λ). Returns the weighted terms, which BM25 ranks with again.
  */
-function feedback(lexemes: Lexeme[], hits: Located[]): Lexeme[] {
+function feedback(lexemes: QueryLexeme[], hits: Located[]): QueryLexeme[] {
   const top = hits.slice(0, FB_DOCS).filter((h): h is Located & { segment: Segment; ord: number } => h.segment !== undefined && h.ord !== undefined);
   const sum = top.reduce((s, h) => s + h.score, 0) || 1;
   const terms = feedbackTerms(top.map((h) => ({ segment: h.segment, ord: h.ord, weight: h.score / sum })), FB_TERMS);

@@ -437,9 +437,15 @@ function finiteScores(rows: Array<{ id: string; score: number }>): Scored[] {
   return rows.map((r) => ({ id: r.id, score: Number(r.score) })).filter((r) => Number.isFinite(r.score));
 }
 
+/** A lexeme of a query and its weight there (its count in the query, or a weight RM3 gave it). */
+export interface QueryLexeme {
+  lexeme: string;
+  qtf: number;
+}
+
 /** The query's lexemes (english configuration: stop words removed, Snowball stemming) with their frequency. */
-export async function queryLexemes(db: DbOrTx, query: string): Promise<Array<{ lexeme: string; qtf: number }>> {
-  const rows = await rowsOf<{ lexeme: string; qtf: number }>(
+export async function queryLexemes(db: DbOrTx, query: string): Promise<QueryLexeme[]> {
+  const rows = await rowsOf<QueryLexeme>(
     db,
     sql`select t.lexeme, coalesce(array_length(t.positions, 1), 1)::int as qtf from unnest(to_tsvector('english', ${query})) t`,
   );

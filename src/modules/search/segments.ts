@@ -1,6 +1,6 @@
 import type { DbOrTx } from '../../db/client.js';
 import * as repo from './search.repository.js';
-import type { Scored } from './search.repository.js';
+import type { QueryLexeme, Scored } from './search.repository.js';
 import { slicer, yieldToLoop } from '../../shared/slices.js';
 import { bySimilarity, compareText, similarity, TrigramDictionary, trigrams, type Similar } from './trigrams.js';
 
@@ -750,7 +750,7 @@ export interface Bm25Params {
  */
 export function bm25(
   segments: readonly Segment[],
-  lexemes: ReadonlyArray<{ lexeme: string; qtf: number }>,
+  lexemes: readonly QueryLexeme[],
   k: number,
   p: Bm25Params,
   allowed?: Allowed,
@@ -986,7 +986,7 @@ export interface NeighbourExpansion {
  */
 export function expandNeighbours(
   hits: readonly Located[],
-  terms: ReadonlyArray<{ lexeme: string; qtf: number }>,
+  terms: readonly QueryLexeme[],
   where: TermPositions,
   p: Bm25Params,
   e: NeighbourExpansion,
