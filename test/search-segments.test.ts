@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
 import { sql } from 'drizzle-orm';
 import { rowsOf, type Database } from '../src/db/client.js';
 import { writeIndexedChunks, writeUploadGraph } from '../src/modules/search/indexing.js';
 import { compareCodePoints, edgeLists, entityRows, graphNames, uploadGraph, type EntityKind, type Mention, type UploadGraph } from '../src/modules/search/graph.js';
 import { denseSearch, drainStagedVectors, refreshUploadIndex, replaceChunkText } from '../src/modules/search/search.repository.js';
 import { textArray } from '../src/db/search.js';
-import { BM25 } from '../src/modules/search/retrieve.js';
+import { BM25, bm25Params } from '../src/modules/search/retrieve.js';
 import { allowedOf, bm25, entityScores, expandNeighbours, hashKey, hashKey2, keyTable, lookup, feedbackTerms, forEachLexeme, matching, NamePositions, neighbours, parseTsQuery, SegmentCache, TermPositions, TopK, type Allowed } from '../src/modules/search/segments.js';
 import { bySimilarity, similarity, TrigramDictionary, trigrams } from '../src/modules/search/trigrams.js';
 import { insertUpload } from '../src/modules/vault/uploads.repository.js';
@@ -283,6 +284,35 @@ test('neighbour expansion re-scores the candidates as its formula says (query li
   }
   // the expansion did change orders (the comparisons above are not of identical lists)
   assert.ok(moved > 20, `${moved} moved`);
+});
+
+test('segments keep one object shape whatever was set on which segment first, and so do the BM25 parameters of every search', async () => {
+  // V8's hidden classes, compared by its own %HaveSameMap (natives syntax, for this one function): the scoring loops read
+  // many segments and the parameters, and their optimized code was thrown away whenever one of a new shape came
+  setFlagsFromString('--allow-natives-syntax');
+  const sameShape = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+  const scope = await scopeOf(uploads);
+  const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, scope);
+  assert.equal(segments.length, 2);
+  const n = scope.reduce((sum, u) => sum + u.chunks, 0);
+  const p = { k1: BM25.k1, b: BM25.b, n, avgdl: scope.reduce((sum, u) => sum + u.lexLen, 0) / n };
+  const query = [{ lexeme: 'boundari', qtf: 1 }, { lexeme: 'layer', qtf: 1 }];
+  // the first segment alone: its length normalisation (BM25) and its lexemes' fingerprints (the expansion) are set
+  // before anything is set on the other, which gets its normalisation afterwards and no fingerprints
+  const alone = new TermPositions(segments.slice(0, 1));
+  const own = bm25(alone.segments, query, 10, p, undefined, alone);
+  assert.ok(own.hits.length >= 2);
+  expandNeighbours(own.hits, query, alone, p, { candidates: 10, k: 1, alpha: 0.5 });
+  assert.notEqual(segments[0]!.termPrints, undefined);
+  const where = new TermPositions(segments);
+  const both = bm25(segments, query, 10, p, undefined, where);
+  assert.equal(both.hits.length, 3);
+  assert.equal(segments[1]!.termPrints, undefined);
+  assert.notEqual(segments[1]!.norm, undefined);
+  assert.ok(sameShape(segments[0]!, segments[1]!), 'the two segments have different shapes');
+  // BM25's parameters, made often enough for V8 to optimize the function that makes them
+  const made = Array.from({ length: 50_000 }, (_, k) => bm25Params(1000 + k, 12_345 + 7 * k));
+  assert.ok(sameShape(made[0]!, made[made.length - 1]!) && sameShape(made[made.length - 2]!, made[made.length - 1]!), 'the parameters of two searches have different shapes');
 });
 
 test('the 64-bit fingerprints (hashKey, hashKey2) that tell lexemes apart in the neighbour expansion: distinct over 300,000 keys where 32 bits collide', () => {

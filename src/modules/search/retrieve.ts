@@ -13,7 +13,7 @@ import * as repo from './search.repository.js';
 import type { QueryLexeme, ScopeUpload } from './search.repository.js';
 import { sameScope, ScopeCache } from './scopes.js';
 import { searchScopeCondition, snippetIsHidden } from './search.policy.js';
-import { allowedOf, bm25, entityScores, exactEntities, expandNeighbours, feedbackTerms, matching, NamePositions, neighbours, parseTsQuery, TermPositions, type Allowed, type Located, type NeighbourExpansion, type Segment, type SegmentCache } from './segments.js';
+import { allowedOf, bm25, type Bm25Params, entityScores, exactEntities, expandNeighbours, feedbackTerms, matching, NamePositions, neighbours, parseTsQuery, TermPositions, type Allowed, type Located, type NeighbourExpansion, type Segment, type SegmentCache } from './segments.js';
 import { CONFIDENTIAL_SNIPPET, makeSnippet, queryTerms } from './snippet.js';
 
 /**
@@ -80,6 +80,14 @@ export const MAX_SELECTED_IDS = 5000;
 export const EXACT_SCAN_MAX_CHUNKS = 2_000;
 /** BM25 parameters: the usual defaults (Robertson; Lucene), not fitted to any collection. */
 export const BM25 = { k1: 1.2, b: 0.75 };
+
+/**
+ * BM25's parameters for a scope of n chunks of lexTotal lexemes in all. An object literal, not `{ ...BM25, n, avgdl }`:
+ * once V8 has optimized the function that makes it, an object spread and then given new properties gets a hidden class
+ * of its own every time, and BM25's optimized code, which reads these in its loops, was thrown away at every search
+ * (bench/RESULTS.md, "Twenty-seventh pass"; a test compares the shapes).
+ */
+export const bm25Params = (n: number, lexTotal: number): Bm25Params => ({ k1: BM25.k1, b: BM25.b, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)) });
 /** Trigram similarity needed for a fuzzy entity or name match. */
 const FUZZY_MIN = 0.5;
 /** The entity kinds a misspelt query word is corrected to. */
@@ -282,7 +290,7 @@ async function lexical(
   n: number,
   lexTotal: number,
 ): Promise<Ranked[]> {
-  const params = { ...BM25, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)) };
+  const params = bm25Params(n, lexTotal);
   const lexemes = await statements.lexemes;
   // quoted phrases and -exclusions: only the chunks matching websearch_to_tsquery are ranked (found from the
   // copies; a query with a phrase needs positions, which only Postgres has)
@@ -411,7 +419,9 @@ export async function retrieve(ctx: AppContext, auth: AuthContext, query: string
   const started = performance.now();
   const q = query.trim();
   const limit = Math.max(1, Math.min(100, Math.trunc(options.limit)));
-  const ranked = await rankLists(ctx, auth, q, { ...options, limit, prefetchRows: true });
+  // field by field (bm25Params says why)
+  const { uploadIds, collectionIds, minScore, methods, exactDense } = options;
+  const ranked = await rankLists(ctx, auth, q, { limit, uploadIds, collectionIds, minScore, methods, exactDense, prefetchRows: true });
   const fused = fuse(ranked.lists);
   const totalScanned = fused.length;
   // minScore filters `rag` results on their dense cosine; kag and fused results are kept whatever it is.

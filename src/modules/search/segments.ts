@@ -354,6 +354,13 @@ async function build(uploadId: string, version: number, x: Building, entities: A
     edgeStart,
     edges,
     bytes,
+    // set later (by the cache, the first BM25 pass and the first neighbour expansion that reads the segment), in
+    // any order: present from the start, so that every segment has one shape and the scoring loops, which read
+    // many segments, stay monomorphic (added as they came, they gave segments of several shapes, and BM25's
+    // optimized code was thrown away again and again in the middle of a search: bench/RESULTS.md, "Twenty-seventh pass")
+    nameIds: undefined,
+    norm: undefined,
+    termPrints: undefined,
   };
 }
 
@@ -672,6 +679,13 @@ export interface Located extends Scored {
   segment?: Segment;
   ord?: number;
 }
+
+/**
+ * A hit with another score, written field by field: `{ ...hit, score }` gives the hits made before V8 optimizes the
+ * function that makes them one shape and those made after another (a spread that also adds a property, a shape for
+ * each object: bm25Params in retrieve.ts).
+ */
+const located = (hit: Located, score: number): Located => ({ id: hit.id, score, segment: hit.segment, ord: hit.ord });
 
 /** Keeps the k best by score desc, then id asc, in O(n log k). */
 export class TopK {
@@ -1027,9 +1041,9 @@ export function expandNeighbours(
   const gamma = new Float64Array(k);
   const rescored: Array<{ hit: Located; s: number; rank: number }> = [];
   for (let d = 0; d < n; d++) {
-    nearest(cos, n, d, near);
+    nearest(cos, n, d, near, gamma);
     let sum = 0;
-    for (let j = 0; j < k; j++) sum += (gamma[j] = Math.max(0, cos[d * n + near[j]!]!));
+    for (let j = 0; j < k; j++) sum += (gamma[j] = Math.max(0, gamma[j]!));
     for (let j = 0; j < k; j++) gamma[j] = sum > 0 ? gamma[j]! / sum : 0;
     let len = e.alpha * v.lens[d]!;
     for (let j = 0; j < k; j++) len += (1 - e.alpha) * gamma[j]! * v.lens[near[j]!]!;
@@ -1043,12 +1057,13 @@ export function expandNeighbours(
   }
   rescored.sort((a, b) => b.s - a.s || a.rank - b.rank);
   const best = rescored[0]!.s;
-  const out: Located[] = rescored.map(({ hit, s }) => ({ ...hit, score: Math.exp(s - best) }));
+  const out: Located[] = [];
+  for (const { hit, s } of rescored) out.push(located(hit, Math.exp(s - best)));
   // the tail below the last candidate, in its first-pass order
   const last = hits[n - 1]!.score;
   const floor = out[out.length - 1]!.score;
   const scale = last > 0 ? floor / last : 0;
-  for (const h of hits.slice(n)) out.push({ ...h, score: h.score * scale });
+  for (const h of hits.slice(n)) out.push(located(h, h.score * scale));
   return out;
 }
 
@@ -1163,12 +1178,14 @@ function candidateVectors(head: readonly Located[]): CandidateVectors {
     }
     start[d + 1] = at;
   }
+  // the idf of a lexeme depends only on how many of the n candidates hold it: one logarithm per count
+  const idf = new Float64Array(n + 1);
+  for (let h = 1; h <= n; h++) idf[h] = Math.max(0, Math.log((n - h + 0.5) / (h + 0.5)));
   const x = new Float64Array(entries);
   for (let d = 0; d < n; d++) {
     let sq = 0;
     for (let i = start[d]!; i < start[d + 1]!; i++) {
-      const h = holders[termOf[i]!]!;
-      x[i] = counts[i]! * Math.max(0, Math.log((n - h + 0.5) / (h + 0.5)));
+      x[i] = counts[i]! * idf[holders[termOf[i]!]!]!;
       sq += x[i]! * x[i]!;
     }
     const norm = Math.sqrt(sq) || 1;
@@ -1216,20 +1233,29 @@ function pairCosines(v: CandidateVectors): Float64Array {
   return cos;
 }
 
-/** Fills `near` with candidate d's nearest others, by cosine descending and then first-pass rank (an insertion into the k kept). */
-function nearest(cos: Float64Array, n: number, d: number, near: Int32Array): void {
+/**
+ * Fills `near` with candidate d's nearest others, by cosine descending and then first-pass rank (an insertion
+ * into the k kept), and `value` with their cosines.
+ */
+function nearest(cos: Float64Array, n: number, d: number, near: Int32Array, value: Float64Array): void {
   const k = near.length;
+  const row = d * n;
   let held = 0;
+  // the k-th cosine kept, once k are
+  let floor = Number.NEGATIVE_INFINITY;
   for (let b = 0; b < n; b++) {
     if (b === d) continue;
-    const c = cos[d * n + b]!;
-    if (held === k && !(c > cos[d * n + near[k - 1]!]!)) continue;
+    const c = cos[row + b]!;
+    if (held === k && !(c > floor)) continue;
     let j = held < k ? held++ : k - 1;
-    while (j > 0 && c > cos[d * n + near[j - 1]!]!) {
+    while (j > 0 && c > value[j - 1]!) {
       near[j] = near[j - 1]!;
+      value[j] = value[j - 1]!;
       j--;
     }
     near[j] = b;
+    value[j] = c;
+    if (held === k) floor = value[k - 1]!;
   }
 }
 
@@ -1539,7 +1565,8 @@ function matchList(s: Segment, node: TsQueryNode, space: { scratch: Uint32Array;
   }
   if (node.op === 'not') {
     const arg = matchList(s, node.arg, space);
-    return { ...arg, negated: !arg.negated };
+    // field by field, as `located` writes hits
+    return { src: arg.src, from: arg.from, to: arg.to, shift: arg.shift, negated: !arg.negated };
   }
   const n = s.ids.length;
   if (node.op === 'and') {
