@@ -84,7 +84,7 @@ export const BM25 = { k1: 1.2, b: 0.75 };
 /**
  * BM25's parameters for a scope of n chunks of lexTotal lexemes in all. An object literal, not `{ ...BM25, n, avgdl }`:
  * once V8 has optimized the function that makes it, an object spread and then given new properties gets a hidden class
- * of its own every time, and BM25's optimized code, which reads these in its loops, was thrown away at every search
+ * of its own every time, and BM25's optimized code, which reads these in its loops, was thrown away again and again
  * (bench/RESULTS.md, "Twenty-seventh pass"; a test compares the shapes).
  */
 export const bm25Params = (n: number, lexTotal: number): Bm25Params => ({ k1: BM25.k1, b: BM25.b, n, avgdl: Math.max(1, lexTotal / Math.max(1, n)) });

@@ -356,8 +356,8 @@ async function build(uploadId: string, version: number, x: Building, entities: A
     bytes,
     // set later (by the cache, the first BM25 pass and the first neighbour expansion that reads the segment), in
     // any order: present from the start, so that every segment has one shape and the scoring loops, which read
-    // many segments, stay monomorphic (added as they came, they gave segments of several shapes, and BM25's
-    // optimized code was thrown away again and again in the middle of a search: bench/RESULTS.md, "Twenty-seventh pass")
+    // many segments, see one (added as they came, the segments of a search came in several shapes:
+    // bench/RESULTS.md, "Twenty-seventh pass")
     nameIds: undefined,
     norm: undefined,
     termPrints: undefined,
