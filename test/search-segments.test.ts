@@ -295,7 +295,7 @@ test('segments keep one object shape whatever was set on which segment first, an
   const segments = await new SegmentCache(64 * 1024 * 1024).segmentsOf(database.db, scope);
   assert.equal(segments.length, 2);
   const n = scope.reduce((sum, u) => sum + u.chunks, 0);
-  const p = { k1: BM25.k1, b: BM25.b, n, avgdl: scope.reduce((sum, u) => sum + u.lexLen, 0) / n };
+  const p = bm25Params(n, scope.reduce((sum, u) => sum + u.lexLen, 0));
   const query = [{ lexeme: 'boundari', qtf: 1 }, { lexeme: 'layer', qtf: 1 }];
   // the first segment alone: its length normalisation (BM25) and its lexemes' fingerprints (the expansion) are set
   // before anything is set on the other, which gets its normalisation afterwards and no fingerprints
