@@ -124,10 +124,10 @@ describe('scope', () => {
     for (const r of body.results) assert.equal(r.upload.status, 'active');
   });
 
-  test('selectedUploadIds is intersected with the scope; foreign, malformed and non-string ids are dropped silently', async () => {
+  test('selectedUploadIds is intersected with the scope; foreign, malformed and non-string ids (a NUL at any depth included) are dropped silently', async () => {
     const res = await search(tokens.a1!, {
       query: 'Hemlock Guild',
-      selectedUploadIds: [ids.guild, ids['other-account'], ids.privatefile, 'not-an-id', 'Z'.repeat(3000), 42, null, ids.guild!.toUpperCase(), 'bad\u0000id', `${ids.guild}\u0000`],
+      selectedUploadIds: [ids.guild, ids['other-account'], ids.privatefile, 'not-an-id', 'Z'.repeat(3000), 42, null, ids.guild!.toUpperCase(), 'bad\u0000id', `${ids.guild}\u0000`, { id: 'x' }, ['y'], { id: 'bad\u0000id' }, ['bad\u0000id']],
     });
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json();

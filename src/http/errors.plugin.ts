@@ -57,7 +57,7 @@ function findNul(value: unknown, path: string, depth = 0): string | null {
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** Body fields (arrays of ids) whose malformed entries the route drops silently: entries holding a NUL are dropped, not refused with a 400. */
+    /** Body fields (arrays of ids) whose malformed entries the route drops silently: entries holding a NUL (at any depth) are dropped, not refused with a 400. */
     idListsDroppingMalformed?: readonly string[];
   }
 }
@@ -134,7 +134,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (lists && body && typeof body === 'object') {
       for (const name of lists) {
         const list = body[name];
-        if (Array.isArray(list) && list.some((v) => typeof v === 'string' && v.includes('\u0000'))) body[name] = list.filter((v) => !(typeof v === 'string' && v.includes('\u0000')));
+        // an entry is malformed wherever its NUL is: a string holding one, or an object or array with one inside
+        if (Array.isArray(list) && list.some((v) => findNul(v, '') !== null)) body[name] = list.filter((v) => findNul(v, '') === null);
       }
     }
     for (const [part, value] of [['params', request.params], ['query', request.query], ['body', request.body]] as const) {
