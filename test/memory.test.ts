@@ -227,11 +227,20 @@ describe('memory parameters', () => {
     const inA1 = await create(gt, { key_name: 'shared in a1', key_value: '1', shared: true, institution: w.a1.id });
     const listed = await call('GET', `/api/admin/memory/user/${guest.id}`, adminA);
     assert.equal(listed.statusCode, 200, listed.body);
-    // editable is what PUT /api/user/memory/{id} would do: an admin enrolled nowhere changes nothing there (404)
-    assert.deepEqual(listed.json().data.map((g: any) => [g.institution._id, g.items.map((i: any) => [i._id, i.editable])]), [[w.a1.id, [[inA1._id, false]]]]);
-    expectError(await call('PUT', `/api/user/memory/${inA1._id}`, adminA, { key_value: '2' }), 404, 'NOT_FOUND');
+    // editable is what PUT /api/user/memory/{id} does: the account admin administers A1 (contract §2), so it edits the rows
+    // shared there although it is enrolled nowhere (contract §7: "the author and that institution's admins may edit them")
+    assert.deepEqual(listed.json().data.map((g: any) => [g.institution._id, g.items.map((i: any) => [i._id, i.editable])]), [[w.a1.id, [[inA1._id, true]]]]);
     const byInstitution = (await call('GET', `/api/admin/memory/institution/${w.a1.id}?pageSize=5000`, adminA)).json();
-    assert.equal(byInstitution.data.find((r: any) => r._id === inA1._id)?.editable, false);
+    assert.equal(byInstitution.data.find((r: any) => r._id === inA1._id)?.editable, true);
+    const byAccountAdmin = await call('PUT', `/api/user/memory/${inA1._id}`, adminA, { key_value: 'by the account admin' });
+    assert.equal(byAccountAdmin.statusCode, 200, byAccountAdmin.body);
+    assert.deepEqual([byAccountAdmin.json().data.key_value, byAccountAdmin.json().data.isAuthor], ['by the account admin', false]);
+    // so does a superadmin enrolled nowhere; only the author turns sharing off; the row stays out of their own user space
+    assert.equal((await call('PUT', `/api/user/memory/${inA1._id}`, tok.root, { key_value: 'by the superadmin' })).statusCode, 200);
+    expectError(await call('PUT', `/api/user/memory/${inA1._id}`, adminA, { shared: false }), 403, 'FORBIDDEN');
+    assert.equal((await call('GET', '/api/user/memory', adminA)).json().data.length, 0);
+    // another account's admin neither reads nor changes it
+    expectError(await call('PUT', `/api/user/memory/${inA1._id}`, tok.adminB, { key_value: 'x' }), 404, 'NOT_FOUND');
     // A1's institution admin is a member: editable, and the PUT goes through
     const inAdmin = (await call('GET', `/api/admin/memory/institution/${w.a1.id}?pageSize=5000`, tok.instAdminA1)).json();
     assert.equal(inAdmin.data.find((r: any) => r._id === inA1._id)?.editable, true);

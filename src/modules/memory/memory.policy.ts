@@ -30,25 +30,33 @@ export function isAuthor(auth: AuthContext, row: MemoryAccessRow): boolean {
 }
 
 /**
- * Members of its institution read a shared row. Administrative roles do not widen what one reads in
- * user spaces: an admin who is not a member (account admin, superadmin enrolled nowhere) uses the
- * admin memory routes instead.
+ * Members of its institution read a shared row (GET /api/user/memory lists the caller's own institutions). Administrative
+ * roles do not widen what one reads in user spaces; what an admin who is not a member (account admin, superadmin enrolled
+ * nowhere) may do with the rows of institutions it administers is canEdit's and the admin memory routes'.
  */
 export function canRead(auth: AuthContext, row: MemoryAccessRow): boolean {
   if (isAuthor(auth, row) && !row.shared) return true;
   return row.shared && row.institutionId !== null && auth.memberships.has(row.institutionId);
 }
 
+/**
+ * A personal row: its author. A shared row: its author while a member of its institution, and that institution's admins
+ * (admin.memory.delete there: its institution admin, the account admin of its account, a superadmin), enrolled in it or
+ * not (contract §7: "the author and that institution's admins may edit them"; §2: an account admin administers the
+ * account's institutions). The admin listings' `editable` is this.
+ */
 export function canEdit(auth: AuthContext, row: MemoryAccessRow): boolean {
-  if (!canRead(auth, row)) return false;
-  if (isAuthor(auth, row)) return true;
-  return row.shared && row.institutionId !== null && canInInstitution(auth, MEMORY_DELETE, { id: row.institutionId, accountId: row.institutionAccountId ?? '' });
+  if (!row.shared) return isAuthor(auth, row);
+  if (row.institutionId === null) return false;
+  if (isAuthor(auth, row) && auth.memberships.has(row.institutionId)) return true;
+  return canInInstitution(auth, MEMORY_DELETE, { id: row.institutionId, accountId: row.institutionAccountId ?? '' });
 }
 
-/** 404 when the caller cannot read the row (not yours and not shared with you), 403 when it may read but not change it. */
+/** 404 when the caller can neither read nor change the row (not yours, not shared with you, not administered by you), 403 when it may read but not change it. */
 export function assertEdit(auth: AuthContext, row: MemoryAccessRow): void {
+  if (canEdit(auth, row)) return;
   if (!canRead(auth, row)) throw notFound('Memory parameter');
-  if (!canEdit(auth, row)) throw forbidden('Only the author and the admins of its institution may change this memory parameter');
+  throw forbidden('Only the author and the admins of its institution may change this memory parameter');
 }
 
 export function assertChangeSharing(auth: AuthContext, row: MemoryAccessRow): void {
