@@ -14,6 +14,7 @@ import {
   releaseIdempotencyKey,
 } from '../src/platform/idempotency.js';
 import { RAG_ONLY_NOTHING_FOUND } from '../src/modules/conversation/qanda.service.js';
+import { reservationSweep } from '../src/modules/conversation/conversation.routes.js';
 import { maxCostUnits, toCredits } from '../src/modules/conversation/pricing.js';
 import { countInputTokens, loadEncoding } from '../src/providers/llm/tokens.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
@@ -923,9 +924,9 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
       assert.equal((await claimIdempotencyKey(t.database.db, w.userB1.id, 'swept', 'f3', later, staleBefore(later))).state, 'claimed');
       const errors: string[] = [];
       const log = { warn: () => undefined, error: (_o: object, m: string) => void errors.push(m) } as never;
-      await new ReservationSweep(t.database.db, { now: () => new Date(later.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1) }, log).run();
+      await new ReservationSweep(t.database.db, { now: () => new Date(later.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1) }, log, () => undefined).run();
       assert.equal(await keyRows(), 1);
-      await new ReservationSweep(t.database.db, { now: () => new Date(later.getTime() + IDEMPOTENCY_KEY_TTL_MS + 1) }, log).run();
+      await new ReservationSweep(t.database.db, { now: () => new Date(later.getTime() + IDEMPOTENCY_KEY_TTL_MS + 1) }, log, () => undefined).run();
       assert.equal(await keyRows(), 0);
       assert.deepEqual(errors, []);
     });
@@ -993,7 +994,7 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(await reserveCredits(t.database.db, payer, 5_000, w.userA1.id, 'running-1', new Date()), 6.5);
     const logs: string[] = [];
     const log = { warn: (_o: object, m: string) => void logs.push(m), error: (o: object, m: string) => void logs.push(`${m} ${JSON.stringify(o)}`) } as never;
-    const sweep = new ReservationSweep(t.database.db, { now: () => new Date() }, log);
+    const sweep = new ReservationSweep(t.database.db, { now: () => new Date() }, log, () => undefined);
     await sweep.run();
     assert.equal(await balanceOf(t.database.db, payer), 9.5, 'the dead request\'s 3 credits are back; the running one\'s 0.5 still held');
     assert.deepEqual((await ledgerOf('died-1')).map((l) => [l.kind, Number(l.delta)]).sort(), [['release', 3], ['reserve', -1], ['reserve', -2]]);
@@ -1010,6 +1011,21 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(open.length, 0);
   });
 
+  test("the node's sweep drops the cached user row of those it gives credits back to: GET /api/user/me shows the balance at once", async () => {
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    await t.database.db.execute(sql`update users set credits = 10 where id = ${user.id}`);
+    const { accessToken } = await login(t.app, user.email);
+    const payer = { kind: 'user' as const, userId: user.id, accountId: user.accountId };
+    const me = async () => (await t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(accessToken) })).json().data.credits;
+    // a request of this user reserved 2 credits long ago and its process died; the session's cached row says 8
+    assert.equal(await reserveCredits(t.database.db, payer, 20_000, user.id, 'died-me-1', new Date(Date.now() - RESERVATION_STALE_MS - 60_000)), 8);
+    assert.equal(await me(), 8);
+    // the sweep the app runs (its own wiring) gives them back: /me says 10 at once, not after the cache's TTL
+    await reservationSweep(t.app.ctx).run();
+    assert.equal(await balanceOf(t.database.db, payer), 10);
+    assert.equal(await me(), 10);
+  });
+
   test('a settlement moves what the open reservation holds, not what its caller says; a reservation the sweep closed cannot grow again', async () => {
     const inst = await makeInstitution(t.database, w.accountA.id, { name: 'Held', ainame: 'H' });
     await t.database.db.execute(sql`update institutions set credits = 10 where id = ${inst.id}`);
@@ -1024,7 +1040,7 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     const old = new Date(Date.now() - RESERVATION_STALE_MS - 60_000);
     assert.equal(await reserveCredits(t.database.db, payer, 20_000, w.userA1.id, 'slow-1', old), 7.5);
     const log = { warn: () => undefined, error: () => undefined } as never;
-    await new ReservationSweep(t.database.db, { now: () => new Date() }, log).run();
+    await new ReservationSweep(t.database.db, { now: () => new Date() }, log, () => undefined).run();
     assert.equal(await balanceOf(t.database.db, payer), 9.5);
     assert.equal(await extendReservation(t.database.db, payer, 10_000, w.userA1.id, 'slow-1', new Date()), false);
     assert.equal(await balanceOf(t.database.db, payer), 9.5, 'the closed reservation took nothing more');

@@ -46,11 +46,18 @@ const QANDA_DESCRIPTION =
   `${IDEMPOTENCY_NOTE} The same request means the endpoint, the current institution and the body (the socket id may differ); a ` +
   'replay makes no model call and charges nothing, and streams the saved answer in one piece to its socket if it names one.';
 
+/** The node's sweep of stale credit reservations: the users it gives credits back to have their cached user rows dropped (GET /api/user/me). */
+export function reservationSweep(ctx: AppContext): ReservationSweep {
+  return new ReservationSweep(ctx.db, ctx.clock, ctx.log, (users) => {
+    for (const id of users) ctx.auth.cache.invalidateUser(id);
+  });
+}
+
 /** Conversation: the Q&A endpoints, assistants, histories and their admin listings (contract §6). */
 export async function conversationRoutes(app: App, ctx: AppContext, realtime: RealtimeGateway): Promise<void> {
   const qanda = new QandaService(ctx, realtime);
   // Reservations whose request died with its process are released in the background of every node.
-  const sweep = new ReservationSweep(ctx.db, ctx.clock, ctx.log);
+  const sweep = reservationSweep(ctx);
   app.addHook('onReady', async () => sweep.start());
   app.addHook('preClose', async () => sweep.stop());
   const assistants = new AssistantsService(ctx);

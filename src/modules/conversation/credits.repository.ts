@@ -159,22 +159,24 @@ export class ReservationClosedError extends Error {
 /**
  * Releases whole every reservation not renewed since `before` (its request ended without settling it:
  * the process died during the answer), at most `limit`, through settleCredits (a release ledger row each;
- * one that a request settles meanwhile is passed over). Returns how many were released.
+ * one that a request settles meanwhile is passed over). Returns the users of those released, one entry per reservation:
+ * the one whose request reserved (whose cached user row GET /api/user/me shows) and, for a personal balance, its payer.
  */
-export async function releaseStaleReservations(db: DbOrTx, before: Date, now: Date, limit = 100): Promise<number> {
+export async function releaseStaleReservations(db: DbOrTx, before: Date, now: Date, limit = 100): Promise<string[]> {
   const stale = await rowsOf<{ ref_id: string; account_id: string; user_id: string | null; institution_id: string | null; actor_user_id: string; amount: string }>(
     db,
     sql`select ref_id, account_id, user_id, institution_id, actor_user_id, amount::text as amount from credit_reservations
          where updated_at < ${before.toISOString()}::timestamptz order by updated_at limit ${limit}`,
   );
-  let released = 0;
+  const released: string[] = [];
   for (const r of stale) {
     const payer: Payer = r.institution_id
       ? { kind: 'institution', institutionId: r.institution_id, accountId: r.account_id }
       : { kind: 'user', userId: r.user_id!, accountId: r.account_id };
     try {
       await settleCredits(db, payer, decimalToUnits(r.amount), 0, r.actor_user_id, r.ref_id, now);
-      released++;
+      released.push(r.actor_user_id);
+      if (payer.kind === 'user' && payer.userId !== r.actor_user_id) released.push(payer.userId);
     } catch (err) {
       if (!(err instanceof ReservationClosedError)) throw err;
     }

@@ -27,6 +27,8 @@ export class ReservationSweep {
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly log: FastifyBaseLogger,
+    /** Told the users whose balance a pass gave credits back to (the auth cache drops their cached user rows, on every node). */
+    private readonly usersChanged: (userIds: ReadonlySet<string>) => void,
   ) {}
 
   start(): void {
@@ -52,10 +54,17 @@ export class ReservationSweep {
       const now = this.clock.now();
       const before = new Date(now.getTime() - RESERVATION_STALE_MS);
       let released = 0;
-      for (;;) {
-        const batch = await releaseStaleReservations(this.db, before, now);
-        if (batch === 0) break;
-        released += batch;
+      const users = new Set<string>();
+      try {
+        for (;;) {
+          const batch = await releaseStaleReservations(this.db, before, now);
+          if (batch.length === 0) break;
+          released += batch.length;
+          for (const id of batch) users.add(id);
+        }
+      } finally {
+        // what was released stays released if a later batch fails: its users' cached rows go now
+        if (users.size > 0) this.usersChanged(users);
       }
       if (released > 0) this.log.warn({ released }, 'released credit reservations of requests that ended without settling them');
     } catch (err) {
