@@ -449,6 +449,8 @@ export class SegmentCache {
   private readonly names = new TrigramDictionary();
   private readonly proper = new TrigramDictionary();
   private bytes = 0;
+  /** keep() calls adding a segment's names: until each ends, the dictionaries hold names of a segment not yet held */
+  private keeping = 0;
   private scratch = new Float64Array(0);
   hits = 0;
   loads = 0;
@@ -480,7 +482,9 @@ export class SegmentCache {
       const dictionary = kinds && [...kinds].every((k) => PROPER_KINDS.has(k)) ? this.proper : this.names;
       // Every name of a dictionary is in a held segment (of a proper kind there, for the proper names'), so
       // when the scope holds every held segment and the kinds asked are the dictionary's, each name is in scope.
-      const everyHeld = new Set(held).size === this.segments.size;
+      // Not while a segment is being kept: its names are in the dictionaries a slice at a time before it is
+      // held, and it may be another tenant's file.
+      const everyHeld = this.keeping === 0 && new Set(held).size === this.segments.size;
       const dictionaryKinds = !kinds || (kinds.size === PROPER_KINDS.size && [...PROPER_KINDS].every((k) => kinds.has(k)));
       const inScope =
         everyHeld && dictionaryKinds
@@ -633,10 +637,16 @@ export class SegmentCache {
     const slice = slicer();
     const ids = new Int32Array(segment.names.length);
     const generation = this.names.generation;
-    for (const [i, name] of segment.names.entries()) {
-      if ((i & 255) === 0) await slice();
-      ids[i] = this.names.add(name);
-      if (isProper(segment, i)) this.proper.add(name);
+    this.keeping++;
+    try {
+      for (const [i, name] of segment.names.entries()) {
+        if ((i & 255) === 0) await slice();
+        ids[i] = this.names.add(name);
+        if (isProper(segment, i)) this.proper.add(name);
+      }
+    } finally {
+      // from here to the end the segment is held or its names given back, without a yield
+      this.keeping--;
     }
     const old = this.segments.get(segment.uploadId);
     if (old && old.version > segment.version) {
