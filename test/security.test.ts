@@ -230,10 +230,29 @@ describe('security: findings of the probe (issue 7)', () => {
     const pair = await call('POST', '/api/user/institution/switch', refreshed.json().accessToken, { institution: w.a1.id, refreshToken: refreshed.json().refreshToken });
     assert.equal(pair.statusCode, 200, pair.body);
     assert.ok(pair.json().refreshToken);
-    assert.equal((await call('POST', '/api/auth/refresh', undefined, { refreshToken: refreshed.json().refreshToken })).statusCode, 401, 'the rotated one is spent');
+    // another session's refresh token: 401, and this session goes on (it proves nothing about this session's tokens)
     const other = await login(t.app, user.email);
     const foreign = await call('POST', '/api/user/institution/switch', pair.json().accessToken, { institution: w.a2.id, refreshToken: other.refreshToken });
     assert.equal(foreign.statusCode, 401);
+    assert.equal((await call('GET', '/api/user/me', pair.json().accessToken)).statusCode, 200);
+    // the token the switch rotated away, presented again (to refresh): reuse, the session ends
+    assert.equal((await call('POST', '/api/auth/refresh', undefined, { refreshToken: refreshed.json().refreshToken })).statusCode, 401, 'the rotated one is spent');
+    assert.equal((await call('GET', '/api/user/me', pair.json().accessToken)).statusCode, 401);
+  });
+
+  test('a refresh token rotated away, presented again to the switch: reuse, as on refresh; the session is revoked at once', async () => {
+    const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.a2.id]: 'user' } });
+    const first = await login(t.app, user.email);
+    const pair = await call('POST', '/api/user/institution/switch', first.accessToken, { institution: w.a2.id, refreshToken: first.refreshToken });
+    assert.equal(pair.statusCode, 200, pair.body);
+    assert.equal((await call('GET', '/api/user/me', pair.json().accessToken)).statusCode, 200);
+    // the first refresh token again (a copy of it exists somewhere)
+    const reused = await call('POST', '/api/user/institution/switch', pair.json().accessToken, { institution: w.a1.id, refreshToken: first.refreshToken });
+    assert.equal(reused.statusCode, 401, reused.body);
+    assert.match(reused.json().message, /already used; the session has been revoked/);
+    assert.equal((await call('GET', '/api/user/me', pair.json().accessToken)).statusCode, 401, 'the session ends on this node at once (cached auth dropped)');
+    assert.equal((await call('POST', '/api/auth/refresh', undefined, { refreshToken: pair.json().refreshToken })).statusCode, 401);
+    assert.equal((await call('GET', '/api/user/me', first.accessToken)).statusCode, 401);
   });
 
   // ───────────── row 5: inactive accounts and institutions ─────────────

@@ -288,7 +288,14 @@ export class IdentityService {
       if (!parsed || parsed.sessionId !== auth.sessionId) throw unauthenticated('The refresh token does not belong to this session');
       const next = this.ctx.tokens.newRefresh(auth.sessionId);
       const rotated = await repo.rotateRefresh(this.ctx.db, auth.sessionId, parsed.secretHash, next.hash, now, institutionId);
-      if (!rotated) throw unauthenticated('The refresh token is not the current one of this session');
+      if (!rotated) {
+        // as in refresh(): a token of this session rotated away proves a copy exists, and ends the session
+        if (await repo.revokeOnReuse(this.ctx.db, auth.sessionId, parsed.secretHash, parsed.issued, now)) {
+          this.ctx.auth.cache.invalidateSession(auth.sessionId);
+          throw unauthenticated('This refresh token was already used; the session has been revoked');
+        }
+        throw unauthenticated('The refresh token is not the current one of this session');
+      }
       answer = { sessionId: rotated.id, refreshToken: next.token };
     } else {
       const moved = await repo.setSessionInstitution(this.ctx.db, auth.sessionId, institutionId, now);
