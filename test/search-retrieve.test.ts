@@ -7,7 +7,7 @@ import * as schema from '../src/db/schema.js';
 import { rowsOf, type Db } from '../src/db/client.js';
 import { resolveAuth } from '../src/modules/identity/auth-context.js';
 import { regraphAll } from '../src/modules/search/regraph.js';
-import { rankLists, retrieve } from '../src/modules/search/retrieve.js';
+import { exclusionsOf, rankLists, retrieve } from '../src/modules/search/retrieve.js';
 import { cosinesOf } from '../src/modules/search/search.repository.js';
 import { packVector } from '../src/modules/search/vectors.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
@@ -160,4 +160,12 @@ test('minScore on results that only the lexical side found: their cosine is read
   const filtered = await retrieve(t.app.ctx, auth, 'photosynthesis', { limit: 5, methods: ['lexical'], minScore: (low! + high!) / 2 });
   assert.deepEqual(filtered.results.map((r) => r.denseScore), [high]);
   assert.equal(filtered.totalScanned, 2);
+});
+
+test("a query's -exclusions are read as websearch_to_tsquery reads them", () => {
+  assert.equal(exclusionsOf('guild -hemlock'), 'hemlock');
+  assert.equal(exclusionsOf('-hemlock guild -"northern coast" -salt'), 'hemlock or "northern coast" or salt');
+  assert.equal(exclusionsOf('-"an open phrase'), '"an open phrase');
+  // a dash inside a word, a lone dash, a dash before punctuation only: no exclusion
+  for (const query of ['x-ray crystallography', 'flow - separation', 'a --', 'guild', '-- -"" -!']) assert.equal(exclusionsOf(query), undefined, query);
 });

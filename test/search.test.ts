@@ -181,6 +181,26 @@ describe('sources, fusion and snippets', () => {
     assert.ok(hit.scores.dense > 0);
   });
 
+  test('-exclusions hold for every side: no result holds an excluded word or phrase, whichever side found it', async () => {
+    const texts = async (query: string) => {
+      const res = await search(tokens.a1!, { query, limit: 100 });
+      assert.equal(res.statusCode, 200, res.body);
+      const rows = await rowsOf<{ id: string; text: string }>(t.database.db, sql`select id, text from chunks where id = any(${`{${res.json().results.map((r: any) => r.chunkId).join(',')}}`}::text[])`);
+      return { body: res.json(), text: new Map(rows.map((r) => [r.id, r.text])) };
+    };
+    // without the exclusion the Hemlock Guild's files are found, by every side
+    const plain = await texts('guild');
+    assert.ok(plain.body.results.some((r: any) => r.uploadId === ids.guild));
+    // with it, none of them: the dense side's and the graph side's finds are filtered like the lexical side's
+    const excluded = await texts('guild -hemlock');
+    for (const r of excluded.body.results) assert.doesNotMatch(excluded.text.get(r.chunkId)!, /hemlock/i, `${r.upload.originalname} (${r.source}) holds the excluded word`);
+    assert.equal(excluded.body.totalScanned, excluded.body.results.length);
+    // a phrase: the guild's file goes ("northern coast"), the founder's file, which names the guild too, stays
+    const phrase = await texts('Hemlock Guild -"northern coast"');
+    assert.ok(!phrase.body.results.some((r: any) => r.uploadId === ids.guild));
+    assert.ok(phrase.body.results.some((r: any) => r.uploadId === ids.zorblax));
+  });
+
   test('snippets: about 200 characters around the matched terms, cut on words; confidential files show exactly [confidential] and leak nowhere', async () => {
     const long = `${'Filler sentence about nothing in particular. '.repeat(12)}The quasar Andromeda-Xi emits bright radio bursts near the galactic core. ${'More filler text follows here. '.repeat(12)}`;
     await put(tokens.a1!, 'quasar', long, { scope: 'personal' });

@@ -264,6 +264,18 @@ function askLexical(db: DbOrTx, query: string): LexicalQuery {
   return { lexemes, operators };
 }
 
+/** `-word` and `-"a phrase"` at the start of the query or after a space: websearch_to_tsquery's exclusions. */
+const EXCLUDED = /(?:^|\s)-("[^"]*"?|[^\s"]+)/gu;
+
+/**
+ * A query's -exclusions as one websearch query matching a text that holds any of them (`a or "b c"`), or undefined
+ * without any. Read as websearch_to_tsquery reads them: `x-ray` excludes nothing, a lone `-` neither.
+ */
+export function exclusionsOf(query: string): string | undefined {
+  const items = [...query.matchAll(EXCLUDED)].map((m) => m[1]!).filter((item) => /[\p{L}\p{N}]/u.test(item));
+  return items.length > 0 ? items.join(' or ') : undefined;
+}
+
 /** One turn of the event loop: the replies that have come are taken in, the work queued is sent. */
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -422,7 +434,14 @@ export async function retrieve(ctx: AppContext, auth: AuthContext, query: string
   // a spread (one object a search, read a few times, not in a loop): written field by field, an option added later
   // would be dropped here without a type error
   const ranked = await rankLists(ctx, auth, q, { ...options, limit, prefetchRows: true });
-  const fused = fuse(ranked.lists);
+  let fused = fuse(ranked.lists);
+  // -exclusions hold for every side: the lexical side ranks only chunks without them (its websearch filter), and
+  // a chunk the dense or the graph side found that holds an excluded word or phrase is no result either
+  const excluding = exclusionsOf(q);
+  if (excluding !== undefined && fused.length > 0) {
+    const excluded = await repo.chunksMatching(ctx.db, fused.map((f) => f.id), excluding);
+    if (excluded.size > 0) fused = fused.filter((f) => !excluded.has(f.id));
+  }
   const totalScanned = fused.length;
   // minScore filters `rag` results on their dense cosine; kag and fused results are kept whatever it is.
   // The dense list carries the cosine of what it found; only lexical-only `rag` results need theirs read.

@@ -381,6 +381,16 @@ export async function websearchMatches(db: DbOrTx, scope: SQL, query: string): P
   return new Set(rows.map((r) => r.id));
 }
 
+/** Of these chunks, the ones whose text matches a websearch_to_tsquery (a query's -exclusions), by primary key. */
+export async function chunksMatching(db: DbOrTx, chunkIds: string[], query: string): Promise<Set<string>> {
+  if (chunkIds.length === 0) return new Set();
+  const rows = await rowsOf<{ id: string }>(
+    db,
+    sql`select id from chunks where id = any(${textArray(chunkIds)}::text[]) and tsv @@ websearch_to_tsquery('english', ${query})`,
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
 export interface Scored {
   id: string;
   score: number;

@@ -52,6 +52,7 @@ export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
           '-exclusions follow websearch_to_tsquery; misspelt names are corrected by trigram similarity), and the knowledge graph ' +
           '(entities of the query matched exactly then by trigram similarity, their chunks, one hop ' +
           'along the strongest co-occurrence edges with a decay, scored by inverse entity frequency). ' +
+          '-exclusions hold for every method: a chunk holding an excluded word or phrase is no result, whichever method found it. ' +
           'Fusion: a CombSUM anchored on BM25 and weighted by evidence. Each list is divided by its best score; BM25 weighs 1, dense and ' +
           'graph each ½ × the share of their top 10 that BM25\'s top 10 confirms (a side retrieving noise earns nothing); without BM25 hits ' +
           'the other sides weigh equally; `score` = Σ w·norm / Σ w, in 0..1. ' +
