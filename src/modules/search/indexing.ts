@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { DbOrTx } from '../../db/client.js';
 import { edgeLists, entityRows, extractEntities, graphNames, type UploadGraph } from './graph.js';
+import { searchableStatus } from './search.policy.js';
 import { insertChunkBatch, insertGraphRows, insertMentions, scopeUploads, type ChunkToWrite } from './search.repository.js';
 import type { SegmentCache } from './segments.js';
 
@@ -110,7 +111,7 @@ export class IndexWarmer {
       if (this.stopped) throw new Error('the index warmer is stopped');
       await this.giveWay?.();
     };
-    const read = (async () => this.index.warm(this.db, await scopeUploads(this.db, sql`u.id = ${uploadId}`), pace))()
+    const read = (async () => this.index.warm(this.db, await scopeUploads(this.db, sql`${searchableStatus()} and u.id = ${uploadId}`), pace))()
       .catch((err: unknown) => {
         if (!this.stopped) this.log.warn({ err, uploadId }, "reading a new file's search index into memory failed; its first search will");
       })

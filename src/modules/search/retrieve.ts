@@ -194,7 +194,7 @@ async function rankOver(
 ): Promise<RankedLists> {
   const abandoned = early.abandoned ?? { yes: false };
   const db = ctx.db;
-  const uploadIds = sql`u.status = 'active' and ${condition}`;
+  const uploadIds = condition;
   const chunkCount = scope.reduce((n, s) => n + s.chunks, 0);
   const lexTotal = scope.reduce((n, s) => n + s.lexLen, 0);
   const methods = new Set(options.methods ?? METHODS);

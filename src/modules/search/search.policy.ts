@@ -12,7 +12,7 @@ import { visibleCondition } from '../vault/vault.policy.js';
  * - account-scope files of the current institution's account (without a current institution: of the
  *   caller's own account);
  * and, always, the vault's visibleCondition (membership, is_private: others' private files never).
- * Only `active` uploads are searched (the repository adds that).
+ * Only ingested files in use are searched (searchableStatus).
  */
 export function searchScopeCondition(auth: AuthContext, alias = 'u'): SQL {
   const col = (name: string) => sql.raw(`${alias}.${name}`);
@@ -21,7 +21,16 @@ export function searchScopeCondition(auth: AuthContext, alias = 'u'): SQL {
   const eligible = current
     ? sql`(${col('scope')} = 'personal' or (${col('scope')} = 'instance' and ${col('institution_id')} = ${auth.institutionId}) or (${col('scope')} = 'account' and ${col('account_id')} = ${accountId}))`
     : sql`(${col('scope')} = 'personal' or (${col('scope')} = 'account' and ${col('account_id')} = ${accountId}))`;
-  return sql`(${eligible} and ${visibleCondition(auth, alias, { hasPrivateFlag: true })})`;
+  return sql`(${searchableStatus(alias)} and ${eligible} and ${visibleCondition(auth, alias, { hasPrivateFlag: true })})`;
+}
+
+/**
+ * The statuses searched: `active` and `selected` (the spec's `excluded` filter is "status in none of selected, deleted":
+ * a selected file is one in use, not one set aside); not `inactive` (set aside by its owner), nor files still
+ * processing, in error or deleted.
+ */
+export function searchableStatus(alias = 'u'): SQL {
+  return sql`${sql.raw(`${alias}.status`)} in ('active', 'selected')`;
 }
 
 /** Choosing a single retrieval method (evaluation switch) is for superadmins only. */

@@ -285,13 +285,13 @@ export interface ScopeUpload {
   row: string;
 }
 
-/** Uploads matching `condition` (built by search.policy) that are active, with their BM25 statistics and index version. */
+/** Uploads matching `condition` (built by search.policy: eligible, visible, of a searchable status), with their BM25 statistics and index version. */
 export async function scopeUploads(db: DbOrTx, condition: ReturnType<typeof sql>): Promise<ScopeUpload[]> {
   const rows = await rowsOf<{ id: string; chunks: number; lex_len: number; version: number | string | null; row: string }>(
     db,
     sql`select u.id, coalesce(s.chunks, 0)::int as chunks, coalesce(s.lex_len, 0)::float8 as lex_len, s.version, u.xmin::text as row
           from uploads u left join upload_index_stats s on s.upload_id = u.id
-         where u.status = 'active' and ${condition}`,
+         where ${condition}`,
   );
   return rows.map((r) => ({ id: r.id, chunks: Number(r.chunks), lexLen: Number(r.lex_len), version: r.version === null ? null : Number(r.version), row: r.row }));
 }

@@ -43,7 +43,7 @@ export async function searchRoutes(app: App, ctx: AppContext): Promise<void> {
         tags: ['search'],
         summary: 'Scored content search over your vault (hybrid RAG + knowledge graph)',
         description:
-          'Searches the chunks of the active files you may search: your personal files, the files of your current institution, and the ' +
+          'Searches the chunks of the files in use (status active or selected; not inactive) you may search: your personal files, the files of your current institution, and the ' +
           "account-scope files of its account (others' private files never). `selectedUploadIds` narrows that scope; foreign or malformed " +
           'ids in it are dropped silently. Three methods run over the scope: dense (pgvector cosine; HNSW with iterative scan, an exact ' +
           'scan for small scopes), lexical (Okapi BM25, k1 1.2, b 0.75, over the english full-text configuration with stemming, with the ' +
