@@ -24,7 +24,18 @@ const ledgerValues = (payer: Payer, kind: 'reserve' | 'release' | 'charge', unit
  * row it changes under its row lock.
  */
 export async function reserveCredits(db: DbOrTx, payer: Payer, units: number, actorUserId: string, refId: string, now: Date): Promise<number | null> {
-  if (units <= 0) return balanceOf(db, payer);
+  if (units <= 0) {
+    // Nothing to hold (a model priced 0), but the reservation is opened all the same, empty: what the request turns
+    // out to cost (a provider answering with a priced model) is charged by its settlement, which only an open
+    // reservation lets move the balance. No balance change, no ledger row.
+    await db.execute(
+      sql`insert into credit_reservations (ref_id, account_id, user_id, institution_id, actor_user_id, amount, created_at, updated_at)
+          values (${refId}, ${payer.accountId}, ${ledgerUser(payer)}::text, ${ledgerInstitution(payer)}::text, ${actorUserId}, 0,
+                  ${now.toISOString()}::timestamptz, ${now.toISOString()}::timestamptz)
+          on conflict (ref_id) do nothing`,
+    );
+    return balanceOf(db, payer);
+  }
   const amount = unitsToDecimal(units);
   const rows = await rowsOf<{ credits: string }>(
     db,
@@ -66,8 +77,8 @@ export interface Settlement {
  * or more output than it was allowed), from the rest of the balance, which is locked first and never goes
  * below zero: a cost the balance cannot cover is charged as far as it goes (`chargedUnits` says how far).
  * credits_used grows by the charge on the payer and, when the institution pays, on the asking user.
- * `reservedUnits` is what the caller reserved: 0 (a free request) opened no row, and the balances are read
- * instead; otherwise a reservation no longer open is a ReservationClosedError. Pass a transaction to write the history record
+ * `reservedUnits` is what the caller reserved: a reservation no longer open is a ReservationClosedError, except for 0
+ * (an empty reservation, which the sweep may have closed with nothing in it): then nothing moves and the balances are read. Pass a transaction to write the history record
  * in the same commit.
  */
 export async function settleCredits(db: DbOrTx, payer: Payer, reservedUnits: number, chargedUnits: number, userId: string, refId: string, now: Date): Promise<Settlement> {
@@ -109,7 +120,7 @@ export async function settleCredits(db: DbOrTx, payer: Payer, reservedUnits: num
     };
   }
   if (reservedUnits > 0) throw new ReservationClosedError(refId);
-  // nothing was reserved (a free request): nothing moves, the balances are as they are
+  // an empty reservation closed meanwhile: nothing moves, the balances are as they are
   const [user] = await rowsOf<{ credits_used: string }>(db, sql`select credits_used from users where id = ${userId}`);
   return { balance: await balanceOf(db, payer), userCreditsUsed: Number(user?.credits_used ?? 0), chargedUnits: 0 };
 }
