@@ -807,7 +807,8 @@ describe('admin management routes (accounts, institutions, users, memberships, c
 
   test('credits: values with more than 4 decimals are refused (400), never rounded', async () => {
     const inst = await makeInstitution(t.database, w.accountA.id, { credits: 1 });
-    for (const amount of [0.00005, 0.00015, 1.23456, -0.00005, 999999999.99995]) {
+    // large values too: 123456789.00000004 is another double than 123456789, and numeric(20,4) would round it
+    for (const amount of [0.00005, 0.00015, 1.23456, -0.00005, 999999999.99995, 123456789.00000004, 100000000.00000001, 0.1 + 0.2]) {
       expectInvalid(await call('POST', `/api/admin/institution/${inst.id}/credits`, tok.root, { amount }), 'amount');
     }
     assert.equal(Number((await findInstitution(t.database.db, inst.id))?.credits), 1);

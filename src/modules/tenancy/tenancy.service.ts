@@ -128,17 +128,13 @@ function idList(value: string | undefined): string[] | undefined {
 
 /**
  * Whether a credit value is a multiple of 0.0001. Balances are numeric(20,4): a value with more
- * decimals would be rounded silently, so it is refused instead. The tolerance only absorbs the
- * binary representation error of the decimal the client sent (about |v·1e4| × 2.2e-16), so e.g.
- * 0.0003 (0.0003 × 1e4 = 2.9999999999999996) passes while 0.00005 or 1000000000.00005 do not.
+ * decimals would be rounded silently, so it is refused instead. A value is one when it is the double
+ * nearest to its own rounding to 4 decimals: the number the client wrote had at most 4 decimals
+ * (0.0003, whose double is 0.000299999…, passes; 0.00005, 1000000000.00005 and 123456789.00000004 do not).
  */
 export function isMultipleOfCreditUnit(value: number): boolean {
-  const scaled = value * 1e4;
-  if (!Number.isFinite(scaled)) return false;
-  const units = Math.round(scaled);
-  // A tiny non-zero value (1e-13) is no whole number of units, even if it rounds to 0 within tolerance.
-  if (units === 0) return value === 0;
-  return Math.abs(units - scaled) <= Math.abs(scaled) * 1e-15;
+  if (!Number.isFinite(value)) return false;
+  return Number(value.toFixed(4)) === value;
 }
 
 /** 400 on the field when a credit value (balance, award) has more than 4 decimals. */
