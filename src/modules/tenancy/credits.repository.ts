@@ -1,5 +1,5 @@
 import { TransactionRollbackError, and, eq, gt, sql } from 'drizzle-orm';
-import type { DbOrTx } from '../../db/client.js';
+import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { creditAwards, creditLedger, institutions, users } from '../../db/schema.js';
 import { inList } from '../../db/search.js';
 import { newId } from '../../shared/ids.js';
@@ -49,6 +49,14 @@ function ledgerFields(m: Movement) {
 
 export type Holder = { institution: string } | { user: string };
 
+/** A balance of a transfer was deleted after the caller checked it (a concurrent delete): nothing moved. */
+export class HolderGoneError extends Error {
+  override name = 'HolderGoneError';
+  constructor(readonly holder: Holder) {
+    super(`credit holder ${'institution' in holder ? `institution ${holder.institution}` : `user ${holder.user}`} no longer exists`);
+  }
+}
+
 /** Moves a balance between two holders in one transaction; undefined (nothing moved) when the source holds too little. */
 export async function transferCredits(
   db: DbOrTx,
@@ -63,11 +71,13 @@ export async function transferCredits(
   const move = (holder: Holder, delta: number, kind: LedgerKind, tx: DbOrTx) =>
     'institution' in holder ? moveInstitutionCredits(tx, holder.institution, delta, { kind, actorUserId, refId }) : moveUserCredits(tx, holder.user, delta, { kind, actorUserId, refId });
   return db.transaction(async (tx) => {
-    await lockHolders(tx, [from, to]);
+    // both rows locked, so neither can go now; one deleted since the caller looked at it moves nothing
+    const held = await lockHolders(tx, [from, to]);
+    for (const holder of [from, to]) if (!held.has('institution' in holder ? holder.institution : holder.user)) throw new HolderGoneError(holder);
     const left = await move(from, -amount, 'transfer_out', tx);
     if (left === undefined) return undefined;
     const arrived = await move(to, amount, 'transfer_in', tx);
-    if (arrived === undefined) throw new Error('transfer target vanished'); // rolls the debit back
+    if (arrived === undefined) throw new HolderGoneError(to); // rolls the debit back (not reached: the row is locked)
     const moved = { refId, from: left, to: arrived };
     await inside?.(tx, moved);
     return moved;
@@ -75,17 +85,19 @@ export async function transferCredits(
 }
 
 /**
- * Locks the balances a transaction is about to change, in the one order every writer of two balances
+ * Locks the balances a transaction is about to change (returns the ids of those that exist), in the one order every writer of two balances
  * follows: institutions before users (a Q&A payment from an institution's pool updates the institution,
  * then the asking user's credits_used; an award takes from the institution, then pays the user), each
  * kind by id. A transfer from a user to an institution would otherwise lock them the other way round and
  * deadlock with such a payment on PostgreSQL (one of the two failed by the server).
  */
-async function lockHolders(tx: DbOrTx, holders: Holder[]): Promise<void> {
+async function lockHolders(tx: DbOrTx, holders: Holder[]): Promise<Set<string>> {
   const institutionIds = [...new Set(holders.flatMap((h) => ('institution' in h ? [h.institution] : [])))].sort();
   const userIds = [...new Set(holders.flatMap((h) => ('user' in h ? [h.user] : [])))].sort();
-  if (institutionIds.length > 0) await tx.execute(sql`select id from institutions where ${inList(institutions.id, institutionIds)} order by id for update`);
-  if (userIds.length > 0) await tx.execute(sql`select id from users where ${inList(users.id, userIds)} order by id for update`);
+  const found = new Set<string>();
+  if (institutionIds.length > 0) for (const r of await rowsOf<{ id: string }>(tx, sql`select id from institutions where ${inList(institutions.id, institutionIds)} order by id for update`)) found.add(r.id);
+  if (userIds.length > 0) for (const r of await rowsOf<{ id: string }>(tx, sql`select id from users where ${inList(users.id, userIds)} order by id for update`)) found.add(r.id);
+  return found;
 }
 
 /**

@@ -34,7 +34,7 @@ import {
   visibleMembership,
   type TransferSide,
 } from './tenancy.policy.js';
-import { moveInstitutionCredits, moveUserCredits, transferCredits, type Holder } from './credits.repository.js';
+import { HolderGoneError, moveInstitutionCredits, moveUserCredits, transferCredits, type Holder } from './credits.repository.js';
 import { checkUrlList, checkUrlValue } from './urls.js';
 import { WindowCounter } from '../../shared/window-counter.js';
 import { presentAccount, presentAdminUser, presentInstitution, presentInstitutionsUsage } from './tenancy.presenters.js';
@@ -576,7 +576,11 @@ export class TenancyService {
       from: { ...from, credits: moved.from },
       to: { ...to, credits: moved.to },
     });
-    const moved = await transferCredits(this.db, from, to, input.amount, auth.userId, keyed ? (tx, m) => keyed.complete(tx, result(m)) : undefined);
+    const moved = await transferCredits(this.db, from, to, input.amount, auth.userId, keyed ? (tx, m) => keyed.complete(tx, result(m)) : undefined).catch((err: unknown) => {
+      // deleted by a concurrent request since it was checked above: as if it had been gone already
+      if (err instanceof HolderGoneError) throw notFound('institution' in err.holder ? 'Institution' : 'User');
+      throw err;
+    });
     for (const holder of [from, to]) if ('user' in holder) this.ctx.auth.cache.invalidateUser(holder.user); // credits of GET /me
     if (!moved) throw badField('amount', `The source balance is smaller than ${input.amount}`);
     return result(moved);
