@@ -421,6 +421,15 @@ describe('vault embedding chunks and sanitize', () => {
     // a second preview adds up
     const again = (await call(t, 'POST', `/api/user/embedding/${chunk}/sanitize`, 'userA1')).json();
     assert.equal((await uploadRow(upload)).tokensUsed, body.tokensUsed + again.tokensUsed);
+    // each addition is a row of the file's token ledger (who, which chunk, which model), and the counter is their sum
+    const ledger = await rowsOf<{ chunk_id: string; user_id: string; tokens: number; kind: string; model: string }>(
+      t.database.db,
+      sql`select chunk_id, user_id, tokens, kind, model from upload_token_ledger where upload_id = ${upload} order by created_at, tokens`,
+    );
+    assert.deepEqual(
+      ledger.map((r) => [r.chunk_id, r.user_id, Number(r.tokens), r.kind, r.model]).sort(),
+      [[chunk, w.userA1.id, body.tokensUsed, 'sanitize', body.model], [chunk, w.userA1.id, again.tokensUsed, 'sanitize', again.model]].sort(),
+    );
   });
 
   test('sanitize never shortens a long chunk: it goes to the model in pieces and comes back whole', async () => {

@@ -407,6 +407,29 @@ export const creditLedger = pgTable(
 );
 
 /**
+ * Model tokens counted on an upload (its tokens_used: AI sanitize of its chunks), one row per addition, written by
+ * the statement that adds them (vault/chunks.repository.ts addTokensUsed): who used how many, on which chunk, with
+ * which model, when. The counter is the sum of its rows.
+ */
+export const uploadTokenLedger = pgTable(
+  'upload_token_ledger',
+  {
+    id: id(),
+    uploadId: text('upload_id')
+      .notNull()
+      .references(() => uploads.id, { onDelete: 'cascade' }),
+    chunkId: text('chunk_id'),
+    /** who asked (null once that user is deleted: the row stays with its file) */
+    userId: text('user_id').references(() => users.id, { onDelete: 'set null' }),
+    tokens: integer('tokens').notNull(),
+    kind: text('kind').notNull(),
+    model: text('model'),
+    createdAt: created(),
+  },
+  (t) => [index('upload_token_ledger_upload_idx').on(t.uploadId, t.createdAt)],
+);
+
+/**
  * The Q&A reservations not yet settled, one row per request (its ref_id, the history id): written by the
  * statement that reserves (and grows with each tool round), deleted by the statement that settles, so a
  * reservation is settled at most once, and one left by a process that died is found and released by the

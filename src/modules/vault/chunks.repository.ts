@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
+import { newId } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { visibleCondition, type ScopedRecord } from './vault.policy.js';
 
@@ -99,7 +100,16 @@ export async function listChunks(db: DbOrTx, uploadId: string, offset: number, l
   return { rows: rows.map(chunkOf), total: Number(count?.n ?? 0) };
 }
 
-/** Adds model tokens to the upload's counter in one atomic statement (never read-modify-write). */
-export async function addTokensUsed(db: DbOrTx, uploadId: string, tokens: number): Promise<void> {
-  await db.execute(sql`update uploads set tokens_used = tokens_used + ${tokens} where id = ${uploadId}`);
+/**
+ * Adds model tokens to the upload's counter in one atomic statement (never read-modify-write) that also writes
+ * their ledger row (upload_token_ledger: who, on which chunk, with which model): no addition without its row.
+ */
+export async function addTokensUsed(db: DbOrTx, use: { uploadId: string; chunkId: string; userId: string; tokens: number; kind: 'sanitize'; model: string }): Promise<void> {
+  await db.execute(
+    sql`with added as (
+          update uploads set tokens_used = tokens_used + ${use.tokens} where id = ${use.uploadId} returning id
+        )
+        insert into upload_token_ledger (id, upload_id, chunk_id, user_id, tokens, kind, model)
+        select ${newId()}, added.id, ${use.chunkId}, ${use.userId}, ${use.tokens}, ${use.kind}, ${use.model || null} from added`,
+  );
 }

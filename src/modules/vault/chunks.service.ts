@@ -93,7 +93,7 @@ export class ChunksService {
    * AI clean-up preview of the chunk text with the summary model of the file's institution (its
    * override, else the provider's default; personal files: the default). Only for those who may change
    * the file (the preview is only useful to someone who can save it). Nothing is saved except the token
-   * usage, which is added to the file's tokens_used atomically. A provider failure (UpstreamError)
+   * usage, which is added to the file's tokens_used atomically, with its row in upload_token_ledger. A provider failure (UpstreamError)
    * reaches the error handler: 502 UPSTREAM_FAILED.
    */
   async sanitize(auth: AuthContext, chunkId: string) {
@@ -116,7 +116,7 @@ export class ChunksService {
       }
     } finally {
       // what the calls made so far consumed is counted, whether or not the preview is complete
-      if (tokensUsed > 0) await repo.addTokensUsed(this.ctx.db, upload.id, tokensUsed);
+      if (tokensUsed > 0) await repo.addTokensUsed(this.ctx.db, { uploadId: upload.id, chunkId: chunk.id, userId: auth.userId, tokens: tokensUsed, kind: 'sanitize', model: modelName });
     }
     return { success: true, sanitizedText: out.join(''), tokensUsed, model: modelName };
   }
