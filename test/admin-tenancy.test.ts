@@ -212,6 +212,13 @@ describe('admin management routes (accounts, institutions, users, memberships, c
       const res = (await call('GET', `/api/admin/users?search=${encodeURIComponent(term)}&pageSize=5000`, tok.adminA)).json();
       assert.deepEqual(res.data.map((u: any) => u._id), [user.json().data._id], JSON.stringify(term));
     }
+    // Greek: Postgres lower-cases Σ to σ, never to the final ς; both sides are folded, so either spelling finds the other
+    const greek = await call('POST', '/api/admin/user', tok.adminA, newUserBody({ fname: 'ΝΙΚΟΣ', lname: 'Παπαδόπουλος Qz' }));
+    assert.equal(greek.statusCode, 201, greek.body);
+    for (const term of ['νικος', 'ΝΙΚΟΣ', 'ΠΑΠΑΔΌΠΟΥΛΟΣ', 'παπαδόπουλοσ']) {
+      const res = (await call('GET', `/api/admin/users?search=${encodeURIComponent(term)}&pageSize=5000`, tok.adminA)).json();
+      assert.deepEqual(res.data.map((u: any) => u._id), [greek.json().data._id], JSON.stringify(term));
+    }
     // e-mails (the admin route takes ASCII ones; create-admin, the bootstrap and the repository take any): one
     // e-mail whatever its form, found by either spelling, and the composed spelling of a decomposed one is taken
     const email = `zoe\u0301-${newId().slice(-6)}@acme.test`;

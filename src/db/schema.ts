@@ -44,7 +44,7 @@ export const accounts = pgTable(
     createdAt: created(),
     updatedAt: updated(),
   },
-  (t) => [index('accounts_name_trgm').using('gin', sql`lower(${t.name}) gin_trgm_ops`)],
+  (t) => [index('accounts_name_trgm').using('gin', sql`translate(lower(${t.name}), 'ς', 'σ') gin_trgm_ops`)],
 );
 
 export const institutions = pgTable(
@@ -283,7 +283,7 @@ export const uploads = pgTable(
     index('uploads_scope_idx').on(t.accountId, t.scope, t.institutionId),
     index('uploads_owner_idx').on(t.ownerUserId),
     index('uploads_collection_idx').on(t.collectionId),
-    index('uploads_name_trgm').using('gin', sql`lower(${t.originalname}) gin_trgm_ops`),
+    index('uploads_name_trgm').using('gin', sql`translate(lower(${t.originalname}), 'ς', 'σ') gin_trgm_ops`),
   ],
 );
 

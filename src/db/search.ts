@@ -1,21 +1,30 @@
 import { sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 
 /**
- * A LIKE pattern for "contains", with `%`, `_` and `\` of the user's text made literal, lower-cased by
- * Postgres as the column is (`lower(column) like lower(pattern)`): JavaScript's toLowerCase disagrees with
- * it on some letters (the Turkish İ, a final Σ), and a name spelled exactly as stored was not found.
- * The term is in NFC, as stored names are.
+ * A text as the case-insensitive searches compare it: lower-cased by Postgres, and the final sigma ς folded into σ
+ * (Postgres lower-cases Σ to σ always, so "ΟΔΟΣ" and "οδος" differed by their last letter). The trigram indexes of
+ * searched names are built on the same expression (migration 0019).
  */
-export function likeContains(term: string): SQL {
-  return sql`lower(${`%${term.normalize('NFC').replace(/[\\%_]/g, (c) => `\\${c}`)}%`})`;
+export function folded(text: SQLWrapper | SQL): SQL {
+  return sql`translate(lower(${text}), 'ς', 'σ')`;
 }
 
 /**
- * Case-insensitive "column contains term", literal whatever the term holds. `lower(col) like` rather
- * than ILIKE so that a trigram index on lower(col) can serve it.
+ * A LIKE pattern for "contains", with `%`, `_` and `\` of the user's text made literal, folded by Postgres as the
+ * column is (`folded(column) like folded(pattern)`): JavaScript's toLowerCase disagrees with it on some letters
+ * (the Turkish İ, a final Σ), and a name spelled exactly as stored was not found. The term is in NFC, as stored
+ * names are.
+ */
+export function likeContains(term: string): SQL {
+  return folded(sql`${`%${term.normalize('NFC').replace(/[\\%_]/g, (c) => `\\${c}`)}%`}`);
+}
+
+/**
+ * Case-insensitive "column contains term", literal whatever the term holds. `folded(col) like` rather
+ * than ILIKE so that a trigram index on the folded column can serve it.
  */
 export function containsInsensitive(column: SQLWrapper, term: string): SQL {
-  return sql`lower(${column}) like ${likeContains(term)} escape '\\'`;
+  return sql`${folded(column)} like ${likeContains(term)} escape '\\'`;
 }
 
 /** A search term as given, or undefined when it is blank (a blank term is no filter; a non-blank one is matched literally, its spaces included). */

@@ -1,6 +1,6 @@
 import { and, asc, eq, isNotNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
-import { likeContains } from '../../db/search.js';
+import { folded, likeContains } from '../../db/search.js';
 import { withNfc } from '../../db/values.js';
 import { accounts, institutionLtiContexts, institutions, memberships, users } from '../../db/schema.js';
 import { payCreditAward } from './credits.repository.js';
@@ -150,7 +150,7 @@ export async function listAccounts(db: DbOrTx, filter: AccountListFilter, paging
   if (filter.search) {
     const pattern = likeContains(filter.search);
     conditions.push(
-      sql`(lower(${accounts.name}) like ${pattern} escape '\\' or lower(coalesce(${accounts.managerEmail}, '')) like ${pattern} escape '\\')`,
+      sql`(${folded(accounts.name)} like ${pattern} escape '\\' or ${folded(sql`coalesce(${accounts.managerEmail}, '')`)} like ${pattern} escape '\\')`,
     );
   }
   const where = conditions.length > 0 ? and(...conditions) : undefined;
@@ -235,7 +235,7 @@ export async function listInstitutions(db: DbOrTx, filter: InstitutionListFilter
   if (filter.accountIds) conditions.push(inList(institutions.accountId, filter.accountIds));
   if (filter.search) {
     const pattern = likeContains(filter.search);
-    conditions.push(sql`(lower(${institutions.name}) like ${pattern} escape '\\' or lower(${institutions.ainame}) like ${pattern} escape '\\')`);
+    conditions.push(sql`(${folded(institutions.name)} like ${pattern} escape '\\' or ${folded(institutions.ainame)} like ${pattern} escape '\\')`);
   }
   const where = conditions.length > 0 ? and(...conditions) : undefined;
   const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(institutions).where(where);
@@ -278,7 +278,7 @@ export async function listUsers(db: DbOrTx, filter: UserListFilter, paging: Pagi
   if (filter.search) {
     const pattern = likeContains(filter.search);
     conditions.push(
-      sql`(lower(${users.email}) like ${pattern} escape '\\' or lower(${users.fname}) like ${pattern} escape '\\' or lower(${users.lname}) like ${pattern} escape '\\')`,
+      sql`(${folded(users.email)} like ${pattern} escape '\\' or ${folded(users.fname)} like ${pattern} escape '\\' or ${folded(users.lname)} like ${pattern} escape '\\')`,
     );
   }
   const where = conditions.length > 0 ? and(...conditions) : undefined;
