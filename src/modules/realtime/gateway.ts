@@ -28,6 +28,26 @@ interface SocketData {
   userId: string;
   sessionId: string;
   institutionId: string | null;
+  /**
+   * While its session is being checked again (an invalidation concerned it), the answer chunks for this socket
+   * wait here: delivered in order once the check passes, dropped with the socket when it fails. A logout answered
+   * 200 therefore lets no chunk through to the session's sockets after it.
+   */
+  held?: StreamChunk[];
+  /** checks in flight (another invalidation can come while one runs) */
+  checks?: number;
+}
+
+const noActivity = { recordActivity: false } as const;
+
+/** One check of a socket's session ended well: once none is left, the chunks held meanwhile go out, in order. */
+function release(socket: Socket): void {
+  const data = socket.data as SocketData;
+  data.checks = (data.checks ?? 1) - 1;
+  if (data.checks > 0 || !data.held) return;
+  const held = data.held;
+  data.held = undefined;
+  if (socket.connected) for (const payload of held) socket.emit(RECEIVE_STREAM, payload);
 }
 
 /** The reason a socket is closed when its session ends (logout, revocation, disabled user...), emitted before the disconnect. */
@@ -150,19 +170,47 @@ export class RealtimeGateway {
       else bySession.set(data.sessionId, [socket]);
     }
     for (const group of bySession.values()) {
-      resolveSession(this.ctx.db, group[0]!.data as SocketData, this.ctx.clock.now(), this.ctx.auth).then(
-        () => undefined,
+      for (const socket of group) {
+        const data = socket.data as SocketData;
+        data.held ??= [];
+        data.checks = (data.checks ?? 0) + 1;
+      }
+      // a check that is not the user's doing: the session's last activity is not moved by it
+      resolveSession(this.ctx.db, group[0]!.data as SocketData, this.ctx.clock.now(), this.ctx.auth, noActivity).then(
+        () => {
+          for (const socket of group) release(socket);
+        },
         (err: unknown) => {
           if (!(err instanceof AppError)) {
             this.ctx.log.warn({ err }, 'could not check the session of a socket again; it stays connected until the next invalidation');
+            for (const socket of group) release(socket);
             return;
           }
           for (const socket of group) {
+            (socket.data as SocketData).held = undefined;
             socket.emit(SESSION_ENDED, { message: err.message });
             socket.disconnect(true);
           }
         },
       );
+    }
+  }
+
+  /** Ends a socket whose session is over (expired, revoked) when an answer looks for it: nothing is streamed to it. */
+  private async sessionEnded(data: SocketData, socket?: Socket): Promise<boolean> {
+    try {
+      await resolveSession(this.ctx.db, data, this.ctx.clock.now(), this.ctx.auth, noActivity);
+      return false;
+    } catch (err) {
+      if (!(err instanceof AppError)) {
+        this.ctx.log.warn({ err }, 'could not check the session of a socket an answer streams to; streaming to it');
+        return false;
+      }
+      if (socket) {
+        socket.emit(SESSION_ENDED, { message: err.message });
+        socket.disconnect(true);
+      }
+      return true;
     }
   }
 
@@ -173,11 +221,15 @@ export class RealtimeGateway {
   async sinkFor(socketId: string, userId: string): Promise<StreamSink | null> {
     const local = this.io.sockets.sockets.get(socketId) as Socket | undefined;
     if (local) {
-      if (!local.connected || (local.data as SocketData).userId !== userId) return null;
+      const data = local.data as SocketData;
+      if (!local.connected || data.userId !== userId) return null;
+      // a session that expired publishes nothing: checked here, as an HTTP request would be
+      if (await this.sessionEnded(data, local)) return null;
       return {
         emit: (payload) => {
           if (!local.connected) return false;
-          local.emit(RECEIVE_STREAM, payload);
+          if (data.held) data.held.push(payload);
+          else local.emit(RECEIVE_STREAM, payload);
           return true;
         },
         connected: async () => local.connected,
@@ -187,7 +239,7 @@ export class RealtimeGateway {
     try {
       const found = await this.io.in(socketId).fetchSockets();
       const remote = found.find((s) => s.id === socketId && (s.data as SocketData).userId === userId);
-      if (!remote) return null;
+      if (!remote || (await this.sessionEnded(remote.data as SocketData))) return null;
       const room = this.io.to(socketId);
       // Emits to another node are fire-and-forget: the socket is looked up again now and then (and before the
       // answer is saved); once it is not found, or cannot be looked up (Redis down: the chunks did not go either),
