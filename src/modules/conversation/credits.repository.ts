@@ -195,6 +195,11 @@ export async function releaseStaleReservations(db: DbOrTx, before: Date, now: Da
   return released;
 }
 
+/** Whether the payer's balance still exists (its institution or user was not deleted). */
+export async function payerExists(db: DbOrTx, payer: Payer): Promise<boolean> {
+  return (await rowsOf(db, sql`select 1 from ${balanceTable(payer)} where id = ${payerId(payer)}`)).length > 0;
+}
+
 export async function balanceOf(db: DbOrTx, payer: Payer): Promise<number> {
   const rows = await rowsOf<{ credits: string }>(db, sql`select credits from ${balanceTable(payer)} where id = ${payerId(payer)}`);
   return Number(rows[0]?.credits ?? 0);

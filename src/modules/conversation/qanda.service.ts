@@ -11,7 +11,7 @@ import { retrieve } from '../search/retrieve.js';
 import * as assistantsRepo from './assistants.repository.js';
 import { ContentFilter } from './content-filter.js';
 import { actingIn, assertUseAssistant } from './conversation.policy.js';
-import { extendReservation, ReservationClosedError, reserveCredits, settleCredits, type Payer } from './credits.repository.js';
+import { extendReservation, payerExists, ReservationClosedError, reserveCredits, settleCredits, type Payer } from './credits.repository.js';
 import * as historiesRepo from './histories.repository.js';
 import { loadMemoryParameters } from './memory.js';
 import { chargeUnits, exactCostOfUsage, maxCostUnits, priceFor, toCredits } from './pricing.js';
@@ -229,6 +229,8 @@ export class QandaService {
     let chargedExact = 0;
     /** What a failure's settlement charged (the record and the last stream event say it). */
     let failedCharge = 0;
+    /** Sends the stream's last event with `error`, unless a last event was sent already (set once the stream exists). */
+    let endStream: ((error: string, credits?: number) => void) | undefined;
     try {
       /** What a failed record keeps of the answer so far (a tool round that could not continue). */
       type Partial = { outputs?: string[]; toolCalls?: ToolRecord[]; conversationModel?: string };
@@ -269,7 +271,9 @@ export class QandaService {
       let index = 0;
       let streamingFailed = false;
       let streamingError: string | undefined;
+      let ended = false;
       const emit = (chunk: string, done: boolean, extra: { usage?: number; credits?: number; error?: string } = {}) => {
+        if (done) ended = true;
         if (!sink || streamingFailed) return;
         try {
           if (!sink.emit({ id: streamId, chunk, index, done, ...extra })) {
@@ -286,6 +290,10 @@ export class QandaService {
 
       let text = '';
       let usage: TokenUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
+      // a failure after the stream began (the payment's commit, a record that cannot be saved) still ends it
+      endStream = (error, credits) => {
+        if (!ended) emit('', true, { error, usage: usage.totalTokens, ...(credits === undefined ? {} : { credits }) });
+      };
       let reportedModel = requestedModel;
       const toolRecords: ToolRecord[] = [];
       if (args.ragOnly && passages.length === 0) {
@@ -397,25 +405,47 @@ export class QandaService {
       // the caller's cached user row (credits, credits_used: GET /api/user/me) changed with the payment
       ctx.auth.cache.invalidateUser(auth.userId);
       emit('', true, { usage: usage.totalTokens, credits: response.credits });
-      // the last event can still find the socket gone
-      return streamingFailed && !response.streamingFailed ? { ...response, streamingFailed, streamingError: streamingError ?? 'Streaming failed' } : response;
+      // the last event can still find the socket gone: the record is told too, so that it and the response agree
+      if (streamingFailed && !response.streamingFailed) {
+        await historiesRepo.updateHistory(ctx.db, historyId, auth.userId, { streamingFailed: true, updatedAt: now() }).catch((e: unknown) =>
+          ctx.log.warn({ err: e, historyId }, 'could not mark the history record as not streamed to the end'),
+        );
+        return { ...response, streamingFailed, streamingError: streamingError ?? 'Streaming failed' };
+      }
+      return response;
     } catch (err) {
       // the sweep released the reservation (the request outlived RESERVATION_STALE_MS): nothing is open to pay
       if (err instanceof ReservationClosedError) {
         ctx.auth.cache.invalidateUser(auth.userId);
-        throw new AppError(409, 'CONFLICT', 'The answer took longer than its credit reservation is held; it was not charged');
+        // or its payer was deleted meanwhile (the open reservation went with it)
+        const gone = !(await payerExists(ctx.db, payer).catch(() => true));
+        const closed = new AppError(
+          409,
+          'CONFLICT',
+          gone
+            ? 'The institution or user paying for this answer was deleted while it was being generated; it was not charged nor saved'
+            : 'The answer took longer than its credit reservation is held; it was not charged',
+        );
+        endStream?.(closed.message, 0);
+        throw closed;
       }
+      let charged: number | undefined;
       if (open) {
         await settleCredits(ctx.db, payer, reserved, chargeUnits(chargedExact), auth.userId, historyId, now()).then(
-          () => ctx.auth.cache.invalidateUser(auth.userId),
+          (settled) => {
+            charged = toCredits(settled.chargedUnits);
+            ctx.auth.cache.invalidateUser(auth.userId);
+          },
           (e: unknown) => ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be settled after a failure'),
         );
       }
       // the record's institution, account or user was deleted while the model answered: it cannot be saved
-      if (isForeignKeyViolation(err)) {
-        throw new AppError(409, 'CONFLICT', 'The institution or user this answer belongs to was deleted while it was being generated; the answer was not saved');
-      }
-      throw err;
+      const failure = isForeignKeyViolation(err)
+        ? new AppError(409, 'CONFLICT', 'The institution or user this answer belongs to was deleted while it was being generated; the answer was not saved')
+        : err;
+      // the client streaming the answer learns that it ended, and how (the 502 and 402 paths sent theirs already)
+      endStream?.(failure instanceof AppError && failure.statusCode < 500 ? failure.message : 'The answer could not be produced', charged);
+      throw failure;
     }
   }
 
