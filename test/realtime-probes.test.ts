@@ -1,21 +1,12 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
-import { io as connect, type Socket as ClientSocket, type ManagerOptions, type SocketOptions } from 'socket.io-client';
+import type { Socket as ClientSocket, ManagerOptions, SocketOptions } from 'socket.io-client';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+import { ClientSockets, listenLocally, stubModelEnv, type StreamEvent } from './support/realtime.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
-
-interface StreamEvent {
-  id: number;
-  chunk: string;
-  index: number;
-  done: boolean;
-  usage?: number;
-  credits?: number;
-}
 
 /**
  * An attacker's probes of the realtime gateway: who can be streamed to, handshake refusals, sockets ended with their
@@ -26,37 +17,23 @@ describe('realtime: an attacker\'s probes', () => {
   let w: World;
   let stub: OpenAiStub;
   let base = '';
-  const sockets: ClientSocket[] = [];
+  const sockets = new ClientSockets();
 
   before(async () => {
     stub = await startOpenAiStub();
-    t = await startTestApp({
-      env: {
-        LOGIN_RATE_LIMIT_PER_EMAIL: '1000',
-        LOGIN_RATE_LIMIT_PER_IP: '1000',
-        QANDA_RATE_LIMIT_PER_MINUTE: '1000',
-        PASSWORD_CHECK_RATE_LIMIT_PER_USER: '1000',
-        LLM_PROVIDER: 'openai-compatible',
-        LLM_BASE_URL: stub.baseUrl,
-        LLM_MODEL: 'stub-chat',
-        LLM_MAX_RETRIES: '0',
-        INGEST_WORKERS: '0',
-      },
-    });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    t = await startTestApp({ env: stubModelEnv(stub, { PASSWORD_CHECK_RATE_LIMIT_PER_USER: '1000' }) });
+    base = await listenLocally(t.app);
     w = await makeWorld(t.database);
     await t.database.db.execute(sql`update institutions set credits = 1000`);
   });
   after(async () => {
-    for (const s of sockets) s.disconnect();
+    sockets.closeAll();
     await t.close();
     await stub.close();
   });
 
   function attempt(opts: Partial<ManagerOptions & SocketOptions>): Promise<{ socket: ClientSocket; error?: Error }> {
-    const socket = connect(base, { transports: ['websocket'], reconnection: false, ...opts });
-    sockets.push(socket);
+    const socket = sockets.unconnected(base, opts);
     return new Promise((resolve) => {
       socket.once('connect', () => resolve({ socket }));
       socket.once('connect_error', (error) => resolve({ socket, error }));

@@ -1,11 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
-import { io as connect, type Socket as ClientSocket } from 'socket.io-client';
+import type { Socket as ClientSocket } from 'socket.io-client';
 import type { Database } from '../src/db/client.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeUser, makeWorld, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
+import { ClientSockets, listenLocally, stubModelEnv } from './support/realtime.js';
 import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
 
 const skip = !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
@@ -18,21 +18,20 @@ describe('realtime across nodes: revocations and foreign sockets', { skip }, () 
   let a: TestApp;
   let b: TestApp;
   let urlB = '';
-  const sockets: ClientSocket[] = [];
+  const sockets = new ClientSockets();
 
   before(async () => {
     redis = await startRedis();
     stub = await startOpenAiStub();
     database = await openTestDatabase();
-    const env = { REDIS_URL: redis.url, LLM_PROVIDER: 'openai-compatible', LLM_BASE_URL: stub.baseUrl, LLM_MODEL: 'stub-chat', LLM_MAX_RETRIES: '0', INGEST_WORKERS: '0', LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '1000' };
+    const env = stubModelEnv(stub, { REDIS_URL: redis.url });
     a = await startTestApp({ database, env });
     b = await startTestApp({ database, env });
-    await a.app.listen({ port: 0, host: '127.0.0.1' });
-    await b.app.listen({ port: 0, host: '127.0.0.1' });
-    urlB = `http://127.0.0.1:${(b.app.server.address() as AddressInfo).port}`;
+    await listenLocally(a.app);
+    urlB = await listenLocally(b.app);
   });
   after(async () => {
-    for (const s of sockets) s.disconnect();
+    sockets.closeAll();
     await a?.close();
     await b?.close();
     await database?.close();
@@ -40,15 +39,7 @@ describe('realtime across nodes: revocations and foreign sockets', { skip }, () 
     await redis?.stop();
   });
 
-  async function openOnB(token: string): Promise<ClientSocket> {
-    const socket = connect(urlB, { auth: { token }, transports: ['websocket'], reconnection: false });
-    sockets.push(socket);
-    await new Promise<void>((resolve, reject) => {
-      socket.once('connect', () => resolve());
-      socket.once('connect_error', reject);
-    });
-    return socket;
-  }
+  const openOnB = (token: string): Promise<ClientSocket> => sockets.open(urlB, token);
   const ended = (socket: ClientSocket) =>
     new Promise<{ message?: string; reason: string }>((resolve) => {
       let message: string | undefined;

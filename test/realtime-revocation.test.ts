@@ -1,11 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
-import { io as connect, type Socket as ClientSocket } from 'socket.io-client';
-import { openDatabase, type Database } from '../src/db/client.js';
-import { templateBlob } from './support/template.js';
+import type { Database } from '../src/db/client.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+import { ClientSockets, listenLocally, stubModelEnv, workerDatabase } from './support/realtime.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
@@ -25,31 +23,18 @@ describe('realtime: no answer chunk reaches a socket after its session was revok
   let stub: OpenAiStub;
   let database: Database;
   let base = '';
-  const sockets: ClientSocket[] = [];
+  const sockets = new ClientSockets();
 
   before(async () => {
     stub = await startOpenAiStub();
-    database = await openDatabase({ pgliteDataDir: 'memory://', loadDataDir: await templateBlob(), pgliteWorker: true });
-    t = await startTestApp({
-      database,
-      env: {
-        LOGIN_RATE_LIMIT_PER_EMAIL: '1000',
-        LOGIN_RATE_LIMIT_PER_IP: '1000',
-        QANDA_RATE_LIMIT_PER_MINUTE: '1000',
-        LLM_PROVIDER: 'openai-compatible',
-        LLM_BASE_URL: stub.baseUrl,
-        LLM_MODEL: 'stub-chat',
-        LLM_MAX_RETRIES: '0',
-        INGEST_WORKERS: '0',
-      },
-    });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    database = await workerDatabase();
+    t = await startTestApp({ database, env: stubModelEnv(stub) });
+    base = await listenLocally(t.app);
     w = await makeWorld(t.database);
     await t.database.db.execute(sql`update institutions set credits = 1000 where id = ${w.a1.id}`);
   });
   after(async () => {
-    for (const s of sockets) s.disconnect();
+    sockets.closeAll();
     await t.close();
     await database.close();
     await stub.close();
@@ -62,12 +47,7 @@ describe('realtime: no answer chunk reaches a socket after its session was revok
     try {
       for (let run = 0; run < 3; run++) {
         const ending = await login(t.app, w.userA1.email);
-        const socket = connect(base, { auth: { token: ending.accessToken }, transports: ['websocket'], reconnection: false });
-        sockets.push(socket);
-        await new Promise<void>((resolve, reject) => {
-          socket.once('connect', () => resolve());
-          socket.once('connect_error', reject);
-        });
+        const socket = await sockets.open(base, ending.accessToken);
         const server = t.app.realtime.io.sockets.sockets.get(socket.id!)!;
         const emitted: Array<{ event: string; at: number }> = [];
         const emit = server.emit.bind(server);

@@ -1,11 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
-import { io as connect, type Socket as ClientSocket } from 'socket.io-client';
 import { rowsOf } from '../src/db/client.js';
 import { ManualClock } from '../src/shared/clock.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { ClientSockets, listenLocally } from './support/realtime.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
 
@@ -21,16 +20,15 @@ describe('realtime: a socket re-check is not activity of its session', () => {
   let t: TestApp;
   let w: World;
   let base = '';
-  const sockets: ClientSocket[] = [];
+  const sockets = new ClientSockets();
 
   before(async () => {
     t = await startTestApp({ clock, env: { LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '1000', INGEST_WORKERS: '0', ACCESS_TOKEN_TTL_SECONDS: '86400' } });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    base = await listenLocally(t.app);
     w = await makeWorld(t.database);
   });
   after(async () => {
-    for (const s of sockets) s.disconnect();
+    sockets.closeAll();
     await t.close();
   });
 
@@ -40,12 +38,7 @@ describe('realtime: a socket re-check is not activity of its session', () => {
   test("an administrator's change to another tenant's institution does not make an idle session active", async () => {
     const idle = await login(t.app, w.userB1.email);
     const sessionId = JSON.parse(Buffer.from(idle.accessToken.split('.')[1]!, 'base64url').toString()).sid as string;
-    const socket = connect(base, { auth: { token: idle.accessToken }, transports: ['websocket'], reconnection: false });
-    sockets.push(socket);
-    await new Promise<void>((resolve, reject) => {
-      socket.once('connect', () => resolve());
-      socket.once('connect_error', reject);
-    });
+    const socket = await sockets.open(base, idle.accessToken);
     await t.app.ctx.auth.activity.flush();
     const before = await lastActivity(sessionId);
 

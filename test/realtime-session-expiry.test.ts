@@ -1,20 +1,13 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
-import { io as connect, type Socket as ClientSocket } from 'socket.io-client';
+import type { Socket as ClientSocket } from 'socket.io-client';
 import { ManualClock } from '../src/shared/clock.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+import { ClientSockets, listenLocally, stubModelEnv, type StreamEvent } from './support/realtime.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
-
-interface StreamEvent {
-  id: number;
-  chunk: string;
-  index: number;
-  done: boolean;
-}
 
 /**
  * A socket is authenticated at its handshake "exactly like an HTTP request (session not revoked or expired, user
@@ -29,46 +22,23 @@ describe('realtime: a socket of a session that has expired', () => {
   let w: World;
   let stub: OpenAiStub;
   let base = '';
-  const sockets: ClientSocket[] = [];
+  const sockets = new ClientSockets();
 
   before(async () => {
     stub = await startOpenAiStub();
-    t = await startTestApp({
-      clock,
-      env: {
-        LOGIN_RATE_LIMIT_PER_EMAIL: '1000',
-        LOGIN_RATE_LIMIT_PER_IP: '1000',
-        QANDA_RATE_LIMIT_PER_MINUTE: '1000',
-        LLM_PROVIDER: 'openai-compatible',
-        LLM_BASE_URL: stub.baseUrl,
-        LLM_MODEL: 'stub-chat',
-        LLM_MAX_RETRIES: '0',
-        // sessions (refresh tokens) last 5 minutes, access tokens 1 minute
-        REFRESH_TOKEN_TTL_SECONDS: '300',
-        ACCESS_TOKEN_TTL_SECONDS: '60',
-        INGEST_WORKERS: '0',
-      },
-    });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    // sessions (refresh tokens) last 5 minutes, access tokens 1 minute
+    t = await startTestApp({ clock, env: stubModelEnv(stub, { REFRESH_TOKEN_TTL_SECONDS: '300', ACCESS_TOKEN_TTL_SECONDS: '60' }) });
+    base = await listenLocally(t.app);
     w = await makeWorld(t.database);
     await t.database.db.execute(sql`update institutions set credits = 100 where id = ${w.a1.id}`);
   });
   after(async () => {
-    for (const s of sockets) s.disconnect();
+    sockets.closeAll();
     await t.close();
     await stub.close();
   });
 
-  async function openSocket(token: string): Promise<ClientSocket> {
-    const socket = connect(base, { auth: { token }, transports: ['websocket'], reconnection: false });
-    sockets.push(socket);
-    await new Promise<void>((resolve, reject) => {
-      socket.once('connect', () => resolve());
-      socket.once('connect_error', (err) => reject(err));
-    });
-    return socket;
-  }
+  const openSocket = (token: string): Promise<ClientSocket> => sockets.open(base, token);
 
   test('an answer is not streamed to the socket of an expired session', async () => {
     // session 1 (a kiosk / shared computer) opens a socket and is then left alone

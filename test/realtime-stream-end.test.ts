@@ -1,24 +1,13 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
-import { io as connect, type Socket as ClientSocket } from 'socket.io-client';
-import { openDatabase, rowsOf, type Database } from '../src/db/client.js';
-import { templateBlob } from './support/template.js';
+import type { Socket as ClientSocket } from 'socket.io-client';
+import { rowsOf, type Database } from '../src/db/client.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+import { ClientSockets, listenLocally, stubModelEnv, workerDatabase, type StreamEvent } from './support/realtime.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
-
-interface StreamEvent {
-  id: number;
-  chunk: string;
-  index: number;
-  done: boolean;
-  usage?: number;
-  credits?: number;
-  error?: string;
-}
 
 const QANDA = '/api/ai/personal/qanda';
 
@@ -28,46 +17,23 @@ describe('realtime: how a streamed answer ends', () => {
   let stub: OpenAiStub;
   let base = '';
   let database: Database;
-  const sockets: ClientSocket[] = [];
+  const sockets = new ClientSockets();
 
   before(async () => {
     stub = await startOpenAiStub();
-    // the embedded database in its worker thread, as in production (PGLITE_WORKER defaults to true outside tests)
-    database = await openDatabase({ pgliteDataDir: 'memory://', loadDataDir: await templateBlob(), pgliteWorker: true });
-    t = await startTestApp({
-      database,
-      env: {
-        LOGIN_RATE_LIMIT_PER_EMAIL: '1000',
-        LOGIN_RATE_LIMIT_PER_IP: '1000',
-        QANDA_RATE_LIMIT_PER_MINUTE: '1000',
-        LLM_PROVIDER: 'openai-compatible',
-        LLM_BASE_URL: stub.baseUrl,
-        LLM_MODEL: 'stub-chat',
-        LLM_MAX_RETRIES: '0',
-        LLM_TIMEOUT_MS: '10000',
-        INGEST_WORKERS: '0',
-      },
-    });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    database = await workerDatabase();
+    t = await startTestApp({ database, env: stubModelEnv(stub, { LLM_TIMEOUT_MS: '10000' }) });
+    base = await listenLocally(t.app);
     w = await makeWorld(t.database);
   });
   after(async () => {
-    for (const s of sockets) s.disconnect();
+    sockets.closeAll();
     await t.close();
     await database.close();
     await stub.close();
   });
 
-  async function openSocket(token: string): Promise<ClientSocket> {
-    const socket = connect(base, { auth: { token }, transports: ['websocket'], reconnection: false });
-    sockets.push(socket);
-    await new Promise<void>((resolve, reject) => {
-      socket.once('connect', () => resolve());
-      socket.once('connect_error', (err) => reject(err));
-    });
-    return socket;
-  }
+  const openSocket = (token: string): Promise<ClientSocket> => sockets.open(base, token);
 
   const ask = (token: string, body: Record<string, unknown>) => t.app.inject({ method: 'POST', url: QANDA, headers: { 'x-access-token': token }, payload: body });
 
@@ -120,8 +86,7 @@ describe('realtime: how a streamed answer ends', () => {
   /**
    * The history record's streamingFailed (POST /api/user/histories) is written in the payment's transaction, and the
    * last event is emitted after it commits; a socket found gone then made the response say streamingFailed: true
-   * while the record said false. The socket is dropped here at exactly that point: when the answer's post-payment
-   * invalidation of the user is published, as a client whose network drops at that moment would be.
+   * while the record said false. The socket is dropped here at exactly that point, as the last event is about to go.
    */
   test('a socket lost after the payment commits: the history record agrees with the response on streamingFailed', async () => {
     const token = (await login(t.app, w.userA1.email)).accessToken;
@@ -132,13 +97,25 @@ describe('realtime: how a streamed answer ends', () => {
     socket.on('RECEIVE_STREAM', (e: StreamEvent) => events.push(e));
     const serverSocket = t.app.realtime.io.sockets.sockets.get(socket.id!)!;
     assert.ok(serverSocket);
+    // the socket vanishes as the last event is about to go: the payment has committed
     let armed = false;
-    const stop = t.app.ctx.auth.cache.onInvalidation((event) => {
-      if (armed && event.kind === 'user' && event.id === w.userA1.id) {
-        armed = false;
-        serverSocket.disconnect(true);
-      }
-    });
+    const realtime = t.app.realtime;
+    const sinkFor = realtime.sinkFor.bind(realtime);
+    realtime.sinkFor = async (...args: Parameters<typeof sinkFor>) => {
+      const sink = await sinkFor(...args);
+      if (!sink) return sink;
+      return {
+        ...sink,
+        emit: (payload) => {
+          if (armed && payload.done) {
+            armed = false;
+            serverSocket.disconnect(true);
+          }
+          return sink.emit(payload);
+        },
+      };
+    };
+    const stop = () => (realtime.sinkFor = sinkFor);
     try {
       armed = true;
       const res = await ask(token, { id: 32, inputs: ['count to nine'], requestArgs: { socketId: socket.id } });

@@ -36,7 +36,8 @@ const records = (w: World) => {
 };
 
 /** A shared row of A1 that the member did not write. */
-const sharedA1: Expect = authed({ otherAccountUser: 404, otherInstitutionMember: 404, member: 403, institutionAdmin: 200, accountAdmin: 404, otherAccountAdmin: 404, superadmin: 404 });
+// the admins of A1 change it, enrolled in it or not (contract §7: "the author and that institution's admins")
+const sharedA1: Expect = authed({ otherAccountUser: 404, otherInstitutionMember: 404, member: 403, institutionAdmin: 200, accountAdmin: 200, otherAccountAdmin: 404, superadmin: 200 });
 const personalOfMember: Expect = authed({ otherAccountUser: 404, otherInstitutionMember: 404, member: 200, institutionAdmin: 404, accountAdmin: 404, otherAccountAdmin: 404, superadmin: 404 });
 /** Admin routes over A1 and its members. */
 const adminOverA1: Expect = authed({ otherAccountUser: 403, otherInstitutionMember: 403, member: 403, institutionAdmin: 200, accountAdmin: 200, otherAccountAdmin: 404, superadmin: 200 });

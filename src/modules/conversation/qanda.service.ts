@@ -229,6 +229,11 @@ export class QandaService {
     let chargedExact = 0;
     /** What a failure's settlement charged (the record and the last stream event say it). */
     let failedCharge = 0;
+    /**
+     * Drops the caller's cached user row after a settlement moved its balance: after the stream's last event, since the
+     * gateway checks the caller's sockets again on it and holds their events until the check is back.
+     */
+    const paid = () => ctx.auth.cache.invalidateUser(auth.userId);
     /** Sends the stream's last event with `error`, unless a last event was sent already (set once the stream exists). */
     let endStream: ((error: string, credits?: number) => void) | undefined;
     try {
@@ -255,15 +260,20 @@ export class QandaService {
           });
         });
         open = false;
-        // the reservation and its settlement moved the balance GET /api/user/me shows
-        ctx.auth.cache.invalidateUser(auth.userId);
+        // the reservation and its settlement moved the balance GET /api/user/me shows: the caller's cached row is
+        // dropped by `paid()`, once the stream's last event is out (dropping it makes the gateway check the caller's
+        // sockets again, and hold their events meanwhile)
         return err;
       };
 
       // ── content filter ──
       // the earlier answers the client sends back reach the model as the assistant's turns: checked with the inputs
       const verdict = await this.filter.check([...body.inputs, ...ownTurns.map((turn) => turn.output)], (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
-      if (verdict.blocked) throw await fail(contentBlocked(`The input was blocked by the content filter (${verdict.reason})`));
+      if (verdict.blocked) {
+        const blocked = await fail(contentBlocked(`The input was blocked by the content filter (${verdict.reason})`));
+        paid();
+        throw blocked;
+      }
 
       // ── model ──
       const sink: StreamSink | null = args.socketId ? await this.realtime.sinkFor(args.socketId, auth.userId) : null;
@@ -326,9 +336,10 @@ export class QandaService {
             const failure = upstream ? upstreamFailed('The model provider failed; try again later') : stopped ? err : new AppError(500, 'INTERNAL', 'The answer could not be produced');
             // the last event says what the answer used and cost, as a successful one does (contract §6); it is
             // sent once the failure is settled (so its credits are the ones charged), and also if settling failed
-            throw await fail(failure, usage.totalTokens, Boolean(sink)).finally(() =>
-              emit('', true, { error: failure.message, usage: usage.totalTokens, ...(open ? {} : { credits: toCredits(failedCharge) }) }),
-            );
+            throw await fail(failure, usage.totalTokens, Boolean(sink)).finally(() => {
+              emit('', true, { error: failure.message, usage: usage.totalTokens, ...(open ? {} : { credits: toCredits(failedCharge) }) });
+              if (!open) paid();
+            });
           }
           usage = { inputTokens: usage.inputTokens + result.usage.inputTokens, outputTokens: usage.outputTokens + result.usage.outputTokens, totalTokens: usage.totalTokens + result.usage.totalTokens };
           reportedModel = result.model || requestedModel;
@@ -353,6 +364,7 @@ export class QandaService {
               conversationModel: reportedModel,
             });
             emit('', true, { error: 'Not enough credits', usage: usage.totalTokens, credits: toCredits(failedCharge) });
+            paid();
             throw err;
           }
           reserved += more;
@@ -402,9 +414,9 @@ export class QandaService {
         return result;
       });
       open = false;
-      // the caller's cached user row (credits, credits_used: GET /api/user/me) changed with the payment
-      ctx.auth.cache.invalidateUser(auth.userId);
       emit('', true, { usage: usage.totalTokens, credits: response.credits });
+      // the caller's cached user row (credits, credits_used: GET /api/user/me) changed with the payment
+      paid();
       // the last event can still find the socket gone: the record is told too, so that it and the response agree
       if (streamingFailed && !response.streamingFailed) {
         await historiesRepo.updateHistory(ctx.db, historyId, auth.userId, { streamingFailed: true, updatedAt: now() }).catch((e: unknown) =>
@@ -416,7 +428,6 @@ export class QandaService {
     } catch (err) {
       // the sweep released the reservation (the request outlived RESERVATION_STALE_MS): nothing is open to pay
       if (err instanceof ReservationClosedError) {
-        ctx.auth.cache.invalidateUser(auth.userId);
         // or its payer was deleted meanwhile (the open reservation went with it)
         const gone = !(await payerExists(ctx.db, payer).catch(() => true));
         const closed = new AppError(
@@ -427,15 +438,13 @@ export class QandaService {
             : 'The answer took longer than its credit reservation is held; it was not charged',
         );
         endStream?.(closed.message, 0);
+        paid();
         throw closed;
       }
       let charged: number | undefined;
       if (open) {
         await settleCredits(ctx.db, payer, reserved, chargeUnits(chargedExact), auth.userId, historyId, now()).then(
-          (settled) => {
-            charged = toCredits(settled.chargedUnits);
-            ctx.auth.cache.invalidateUser(auth.userId);
-          },
+          (settled) => (charged = toCredits(settled.chargedUnits)),
           (e: unknown) => ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be settled after a failure'),
         );
       }
@@ -445,6 +454,7 @@ export class QandaService {
         : err;
       // the client streaming the answer learns that it ended, and how (the 502 and 402 paths sent theirs already)
       endStream?.(failure instanceof AppError && failure.statusCode < 500 ? failure.message : 'The answer could not be produced', charged);
+      if (charged !== undefined) paid();
       throw failure;
     }
   }
