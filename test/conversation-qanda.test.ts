@@ -19,6 +19,7 @@ import { maxCostUnits, toCredits } from '../src/modules/conversation/pricing.js'
 import { countInputTokens, loadEncoding } from '../src/providers/llm/tokens.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { stubModelEnv, type StreamEvent } from './support/realtime.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
@@ -28,16 +29,6 @@ const PATHS = {
   soul: '/api/ai/experimental/personal/qanda',
   'soul-v2': '/api/ai/experimental/personal/qanda-v2',
 } as const;
-
-interface StreamEvent {
-  id: number;
-  chunk: string;
-  index: number;
-  done: boolean;
-  usage?: number;
-  credits?: number;
-  error?: string;
-}
 
 describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
   let t: TestApp;
@@ -50,19 +41,12 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
   before(async () => {
     stub = await startOpenAiStub();
     t = await startTestApp({
-      env: {
-        LOGIN_RATE_LIMIT_PER_EMAIL: '1000',
-        LOGIN_RATE_LIMIT_PER_IP: '1000',
-        QANDA_RATE_LIMIT_PER_MINUTE: '1000',
-        LLM_PROVIDER: 'openai-compatible',
-        LLM_BASE_URL: stub.baseUrl,
-        LLM_MODEL: 'stub-chat',
-        LLM_MAX_RETRIES: '0',
+      env: stubModelEnv(stub, {
         LLM_TIMEOUT_MS: '5000',
         MODEL_PRICES: JSON.stringify({ '*': { input: 1, output: 2 }, 'stub-chat': { input: 3, output: 5 }, 'stub-fine': { input: 0.15, output: 0.05 } }),
         CONTENT_FILTER_TERMS: JSON.stringify(['forbiddenword', 'secret plan']),
         MODERATION_BASE_URL: stub.baseUrl,
-      },
+      }),
     });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;

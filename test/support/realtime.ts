@@ -5,15 +5,7 @@ import type { OpenAiStub } from './openai-stub.js';
 import { templateBlob } from './template.js';
 
 /** A RECEIVE_STREAM event as a client receives it (contract §6). */
-export interface StreamEvent {
-  id: number;
-  chunk: string;
-  index: number;
-  done: boolean;
-  usage?: number;
-  credits?: number;
-  error?: string;
-}
+export type { StreamChunk as StreamEvent } from '../../src/modules/realtime/gateway.js';
 
 /** The variables of an app whose model provider is the local OpenAI-wire stub, with generous rate limits; `extra` overrides. */
 export function stubModelEnv(stub: OpenAiStub, extra: Record<string, string> = {}): Record<string, string> {
@@ -25,7 +17,6 @@ export function stubModelEnv(stub: OpenAiStub, extra: Record<string, string> = {
     LLM_BASE_URL: stub.baseUrl,
     LLM_MODEL: 'stub-chat',
     LLM_MAX_RETRIES: '0',
-    INGEST_WORKERS: '0',
     ...extra,
   };
 }
