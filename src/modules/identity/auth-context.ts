@@ -113,7 +113,7 @@ export async function resolveAuth(db: Db, tokens: TokenService, token: string, n
 /**
  * The session part of `resolveAuth`, for claims already verified: a long-lived connection (a socket)
  * checks its session again with this when an invalidation concerns it, its access token having
- * possibly expired since the handshake. `recordActivity: false` for checks that are not the user's doing
+ * possibly expired since the handshake. `recordActivity` false for checks that are not the user's doing
  * (a socket checked again because of someone else's change): the session's lastActivityAt stays as it is.
  */
 export async function resolveSession(
@@ -121,7 +121,7 @@ export async function resolveSession(
   claims: Pick<AccessClaims, 'sessionId' | 'userId' | 'institutionId'>,
   now: Date,
   runtime: AuthRuntime,
-  options: { recordActivity?: boolean } = {},
+  recordActivity = true,
 ): Promise<AuthContext> {
   const nowMs = now.getTime();
   const entry = await runtime.cache.get(claims.sessionId, nowMs, () => loadSessionAuth(db, claims.sessionId, claims.userId));
@@ -138,7 +138,7 @@ export async function resolveSession(
   }
 
   // Off the request path: queued, written by one statement shortly after; at most once a minute per session.
-  if (options.recordActivity !== false && nowMs - Math.max(entry.activityAt, row.lastActivityAt.getTime()) > ACTIVITY_WRITE_INTERVAL_MS) {
+  if (recordActivity && nowMs - Math.max(entry.activityAt, row.lastActivityAt.getTime()) > ACTIVITY_WRITE_INTERVAL_MS) {
     entry.activityAt = nowMs;
     runtime.activity.record(claims.sessionId, now);
   }

@@ -38,7 +38,8 @@ interface SocketData {
   checks?: number;
 }
 
-const noActivity = { recordActivity: false } as const;
+/** resolveSession's recordActivity for the gateway's own checks: not the user's doing. */
+const noActivity = false;
 
 /** One check of a socket's session ended well: once none is left, the chunks held meanwhile go out, in order. */
 function release(socket: Socket): void {
