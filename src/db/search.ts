@@ -5,7 +5,7 @@ import { sql, type SQL, type SQLWrapper } from 'drizzle-orm';
  * (Postgres lower-cases Σ to σ always, so "ΟΔΟΣ" and "οδος" differed by their last letter). The trigram indexes of
  * searched names are built on the same expression (migration 0019).
  */
-export function folded(text: SQLWrapper | SQL): SQL {
+function folded(text: SQLWrapper | SQL): SQL {
   return sql`translate(lower(${text}), 'ς', 'σ')`;
 }
 

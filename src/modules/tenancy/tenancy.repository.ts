@@ -1,6 +1,6 @@
 import { and, asc, eq, isNotNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
-import { folded, likeContains } from '../../db/search.js';
+import { containsInsensitive } from '../../db/search.js';
 import { withNfc } from '../../db/values.js';
 import { accounts, institutionLtiContexts, institutions, memberships, users } from '../../db/schema.js';
 import { payCreditAward } from './credits.repository.js';
@@ -148,10 +148,7 @@ export async function listAccounts(db: DbOrTx, filter: AccountListFilter, paging
   if (filter.accountIds) conditions.push(inList(accounts.id, filter.accountIds));
   if (filter.activeOnly) conditions.push(isNotNull(accounts.lastActivityAt));
   if (filter.search) {
-    const pattern = likeContains(filter.search);
-    conditions.push(
-      sql`(${folded(accounts.name)} like ${pattern} escape '\\' or ${folded(sql`coalesce(${accounts.managerEmail}, '')`)} like ${pattern} escape '\\')`,
-    );
+    conditions.push(or(containsInsensitive(accounts.name, filter.search), containsInsensitive(sql`coalesce(${accounts.managerEmail}, '')`, filter.search))!);
   }
   const where = conditions.length > 0 ? and(...conditions) : undefined;
   const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(accounts).where(where);
@@ -234,8 +231,7 @@ export async function listInstitutions(db: DbOrTx, filter: InstitutionListFilter
   }
   if (filter.accountIds) conditions.push(inList(institutions.accountId, filter.accountIds));
   if (filter.search) {
-    const pattern = likeContains(filter.search);
-    conditions.push(sql`(${folded(institutions.name)} like ${pattern} escape '\\' or ${folded(institutions.ainame)} like ${pattern} escape '\\')`);
+    conditions.push(or(containsInsensitive(institutions.name, filter.search), containsInsensitive(institutions.ainame, filter.search))!);
   }
   const where = conditions.length > 0 ? and(...conditions) : undefined;
   const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(institutions).where(where);
@@ -276,10 +272,7 @@ export async function listUsers(db: DbOrTx, filter: UserListFilter, paging: Pagi
   if (filter.accountIds) conditions.push(inList(users.accountId, filter.accountIds));
   if (filter.institutionId) conditions.push(memberOf([filter.institutionId]));
   if (filter.search) {
-    const pattern = likeContains(filter.search);
-    conditions.push(
-      sql`(${folded(users.email)} like ${pattern} escape '\\' or ${folded(users.fname)} like ${pattern} escape '\\' or ${folded(users.lname)} like ${pattern} escape '\\')`,
-    );
+    conditions.push(or(containsInsensitive(users.email, filter.search), containsInsensitive(users.fname, filter.search), containsInsensitive(users.lname, filter.search))!);
   }
   const where = conditions.length > 0 ? and(...conditions) : undefined;
   const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(users).where(where);
