@@ -187,6 +187,17 @@ export class IdentityService {
    * already been rotated away (any earlier one: tokens carry a MAC of their session) proves a copy
    * exists, and revokes the session.
    */
+  /**
+   * A refresh token that could not be rotated: when it was valid for its session once and has been rotated away since
+   * (a copy of it exists), the session is revoked, here and on every node, and this is the 401 that says so. Otherwise
+   * (a guess, an ended session) it returns and the caller refuses it in its own words.
+   */
+  private async revokeOnReuse(parsed: { sessionId: string; secretHash: string; issued: boolean }, now: Date): Promise<void> {
+    if (!(await repo.revokeOnReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, parsed.issued, now))) return;
+    this.ctx.auth.cache.invalidateSession(parsed.sessionId);
+    throw unauthenticated('This refresh token was already used; the session has been revoked');
+  }
+
   async refresh(refreshToken: string): Promise<TokenPair> {
     const now = this.ctx.clock.now();
     const parsed = this.ctx.tokens.parseRefresh(refreshToken);
@@ -194,11 +205,7 @@ export class IdentityService {
     const next = this.ctx.tokens.newRefresh(parsed.sessionId);
     const session = await repo.rotateRefresh(this.ctx.db, parsed.sessionId, parsed.secretHash, next.hash, now);
     if (!session) {
-      const revoked = await repo.revokeOnReuse(this.ctx.db, parsed.sessionId, parsed.secretHash, parsed.issued, now);
-      if (revoked) {
-        this.ctx.auth.cache.invalidateSession(parsed.sessionId);
-        throw unauthenticated('This refresh token was already used; the session has been revoked');
-      }
+      await this.revokeOnReuse(parsed, now);
       throw unauthenticated('Refresh token is invalid or its session has ended');
     }
     const user = await repo.findUserById(this.ctx.db, session.userId);
@@ -289,11 +296,7 @@ export class IdentityService {
       const next = this.ctx.tokens.newRefresh(auth.sessionId);
       const rotated = await repo.rotateRefresh(this.ctx.db, auth.sessionId, parsed.secretHash, next.hash, now, institutionId);
       if (!rotated) {
-        // as in refresh(): a token of this session rotated away proves a copy exists, and ends the session
-        if (await repo.revokeOnReuse(this.ctx.db, auth.sessionId, parsed.secretHash, parsed.issued, now)) {
-          this.ctx.auth.cache.invalidateSession(auth.sessionId);
-          throw unauthenticated('This refresh token was already used; the session has been revoked');
-        }
+        await this.revokeOnReuse(parsed, now);
         throw unauthenticated('The refresh token is not the current one of this session');
       }
       answer = { sessionId: rotated.id, refreshToken: next.token };
