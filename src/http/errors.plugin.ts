@@ -135,7 +135,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
       for (const name of lists) {
         const list = body[name];
         // an entry is malformed wherever its NUL is: a string holding one, or an object or array with one inside
-        if (Array.isArray(list) && list.some((v) => findNul(v, '') !== null)) body[name] = list.filter((v) => findNul(v, '') === null);
+        if (!Array.isArray(list)) continue;
+        const kept = list.filter((v) => findNul(v, '') === null);
+        if (kept.length !== list.length) body[name] = kept;
       }
     }
     for (const [part, value] of [['params', request.params], ['query', request.query], ['body', request.body]] as const) {

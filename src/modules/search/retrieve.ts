@@ -194,7 +194,6 @@ async function rankOver(
 ): Promise<RankedLists> {
   const abandoned = early.abandoned ?? { yes: false };
   const db = ctx.db;
-  const uploadIds = condition;
   const chunkCount = scope.reduce((n, s) => n + s.chunks, 0);
   const lexTotal = scope.reduce((n, s) => n + s.lexLen, 0);
   const methods = new Set(options.methods ?? METHODS);
@@ -220,7 +219,7 @@ async function rankOver(
   // they are the rows of the results, which the search would otherwise wait for after the fusion.
   const exact = options.exactDense ?? chunkCount <= EXACT_SCAN_MAX_CHUNKS;
   const lexicalQuery = methods.has('lexical') ? (early.lexicalQuery ?? askLexical(db, query)) : undefined;
-  const dense = methods.has('dense') && vector ? repo.denseSearch(db, uploadIds, vector, denseDepthFor(options.limit), exact) : undefined;
+  const dense = methods.has('dense') && vector ? repo.denseSearch(db, condition, vector, denseDepthFor(options.limit), exact) : undefined;
   dense?.catch(() => undefined); // awaited below; a failure is reported there, not as an unhandled rejection
   let denseList: Ranked[] | undefined;
   void dense?.then(
@@ -233,7 +232,7 @@ async function rankOver(
     const index = ctx.searchIndex;
     const where = methods.has('kag') && !abandoned.yes ? new NamePositions(segments, index) : undefined;
     const entities = where && graphEntities(index, where, query);
-    if (lexicalQuery && !abandoned.yes) lists.lexical = await lexical(db, index, segments, uploadIds, query, lexicalQuery, depth, chunkCount, lexTotal);
+    if (lexicalQuery && !abandoned.yes) lists.lexical = await lexical(db, index, segments, condition, query, lexicalQuery, depth, chunkCount, lexTotal);
     if (options.prefetchRows && lists.lexical && !abandoned.yes) {
       await turn(); // the dense list, when the database has sent it
       rows = prefetchRows(db, lists.lexical, denseList ?? [], options.limit, vector);
