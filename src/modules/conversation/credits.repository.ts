@@ -28,13 +28,17 @@ export async function reserveCredits(db: DbOrTx, payer: Payer, units: number, ac
     // Nothing to hold (a model priced 0), but the reservation is opened all the same, empty: what the request turns
     // out to cost (a provider answering with a priced model) is charged by its settlement, which only an open
     // reservation lets move the balance. No balance change, no ledger row.
-    await db.execute(
-      sql`insert into credit_reservations (ref_id, account_id, user_id, institution_id, actor_user_id, amount, created_at, updated_at)
-          values (${refId}, ${payer.accountId}, ${ledgerUser(payer)}::text, ${ledgerInstitution(payer)}::text, ${actorUserId}, 0,
-                  ${now.toISOString()}::timestamptz, ${now.toISOString()}::timestamptz)
-          on conflict (ref_id) do nothing`,
+    const [row] = await rowsOf<{ credits: string | null }>(
+      db,
+      sql`with opened as (
+            insert into credit_reservations (ref_id, account_id, user_id, institution_id, actor_user_id, amount, created_at, updated_at)
+            values (${refId}, ${payer.accountId}, ${ledgerUser(payer)}::text, ${ledgerInstitution(payer)}::text, ${actorUserId}, 0,
+                    ${now.toISOString()}::timestamptz, ${now.toISOString()}::timestamptz)
+            on conflict (ref_id) do nothing
+          )
+          select (select credits from ${balanceTable(payer)} where id = ${payerId(payer)}) as credits`,
     );
-    return balanceOf(db, payer);
+    return Number(row?.credits ?? 0);
   }
   const amount = unitsToDecimal(units);
   const rows = await rowsOf<{ credits: string }>(
@@ -170,8 +174,8 @@ export class ReservationClosedError extends Error {
 /**
  * Releases whole every reservation not renewed since `before` (its request ended without settling it:
  * the process died during the answer), at most `limit`, through settleCredits (a release ledger row each;
- * one that a request settles meanwhile is passed over). Returns the users of those released, one entry per reservation:
- * the one whose request reserved (whose cached user row GET /api/user/me shows) and, for a personal balance, its payer.
+ * one that a request settles meanwhile is passed over). Returns, one entry per reservation released, the user whose
+ * request reserved it (whose cached user row GET /api/user/me shows; a personal balance is always the asker's own).
  */
 export async function releaseStaleReservations(db: DbOrTx, before: Date, now: Date, limit = 100): Promise<string[]> {
   const stale = await rowsOf<{ ref_id: string; account_id: string; user_id: string | null; institution_id: string | null; actor_user_id: string; amount: string }>(
@@ -187,7 +191,6 @@ export async function releaseStaleReservations(db: DbOrTx, before: Date, now: Da
     try {
       await settleCredits(db, payer, decimalToUnits(r.amount), 0, r.actor_user_id, r.ref_id, now);
       released.push(r.actor_user_id);
-      if (payer.kind === 'user' && payer.userId !== r.actor_user_id) released.push(payer.userId);
     } catch (err) {
       if (!(err instanceof ReservationClosedError)) throw err;
     }
