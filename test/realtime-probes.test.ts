@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { sql } from 'drizzle-orm';
 import type { Socket as ClientSocket, ManagerOptions, SocketOptions } from 'socket.io-client';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
-import { ClientSockets, listenLocally, stubModelEnv, type StreamEvent } from './support/realtime.js';
+import { ClientSockets, endOf, listenLocally, stubModelEnv, type StreamEvent } from './support/realtime.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
@@ -39,11 +39,7 @@ describe('realtime: an attacker\'s probes', () => {
       socket.once('connect_error', (error) => resolve({ socket, error }));
     });
   }
-  async function openSocket(token: string): Promise<ClientSocket> {
-    const { socket, error } = await attempt({ auth: { token } });
-    if (error) throw error;
-    return socket;
-  }
+  const openSocket = (token: string): Promise<ClientSocket> => sockets.open(base, token);
   function record(socket: ClientSocket): StreamEvent[] {
     const seen: StreamEvent[] = [];
     socket.on('RECEIVE_STREAM', (e: StreamEvent) => seen.push(e));
@@ -51,12 +47,6 @@ describe('realtime: an attacker\'s probes', () => {
   }
   const ask = (token: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
     t.app.inject({ method: 'POST', url: '/api/ai/personal/qanda', headers: { 'x-access-token': token, ...headers }, payload: body });
-  const ended = (socket: ClientSocket) =>
-    new Promise<{ message?: string; reason: string }>((resolve) => {
-      let message: string | undefined;
-      socket.once('SESSION_ENDED', (e: { message: string }) => (message = e.message));
-      socket.once('disconnect', (reason) => resolve({ message, reason }));
-    });
   const settle = () => new Promise((r) => setTimeout(r, 150));
 
   test('handshake refusals: missing, garbage, refresh token, token only in the query, prototype keys, non-string, huge, expired', async () => {
@@ -205,7 +195,7 @@ describe('realtime: an attacker\'s probes', () => {
     assert.equal(res.statusCode, 200, res.body);
     await settle();
     seen.forEach((events, i) => assert.equal(events.length > 0, i === 4, `socket ${i}`));
-    const closing = ofS1.map(ended);
+    const closing = ofS1.map(endOf);
     const out = await t.app.inject({ method: 'POST', url: '/api/auth/logout', headers: bearer(s1.accessToken) });
     assert.equal(out.statusCode, 200);
     for (const c of await Promise.all(closing)) assert.deepEqual(c, { message: 'Session has ended', reason: 'io server disconnect' });
@@ -220,30 +210,21 @@ describe('realtime: an attacker\'s probes', () => {
       const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
       const s = await login(t.app, user.email);
       const socket = await openSocket(s.accessToken);
-      const closed = ended(socket);
+      const closed = endOf(socket);
       const r1 = await t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: s.refreshToken } });
       assert.equal(r1.statusCode, 200);
       const r2 = await t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: s.refreshToken } });
       assert.equal(r2.statusCode, 401);
       assert.equal((await closed).reason, 'io server disconnect');
     }
-    // disabled by an admin
-    {
+    // disabled by an admin; the password reset by an admin (every session)
+    for (const change of [{ status: 'disabled' }, { password: 'another long password 1' }]) {
       const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
       const socket = await openSocket((await login(t.app, user.email)).accessToken);
-      const closed = ended(socket);
-      const res = await t.app.inject({ method: 'PATCH', url: `/api/admin/user/${user.id}`, headers: bearer(root), payload: { status: 'disabled' } });
+      const closed = endOf(socket);
+      const res = await t.app.inject({ method: 'PATCH', url: `/api/admin/user/${user.id}`, headers: bearer(root), payload: change });
       assert.equal(res.statusCode, 200, res.body);
-      assert.equal((await closed).reason, 'io server disconnect');
-    }
-    // password reset by an admin: every session
-    {
-      const user = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
-      const socket = await openSocket((await login(t.app, user.email)).accessToken);
-      const closed = ended(socket);
-      const res = await t.app.inject({ method: 'PATCH', url: `/api/admin/user/${user.id}`, headers: bearer(root), payload: { password: 'another long password 1' } });
-      assert.equal(res.statusCode, 200, res.body);
-      assert.equal((await closed).reason, 'io server disconnect');
+      assert.equal((await closed).reason, 'io server disconnect', JSON.stringify(change));
     }
     // own password change: the other sessions' sockets end, this session's stay
     {
@@ -252,7 +233,7 @@ describe('realtime: an attacker\'s probes', () => {
       const elsewhere = await login(t.app, user.email, user.password);
       const mine = await openSocket(here.accessToken);
       const theirs = await openSocket(elsewhere.accessToken);
-      const closed = ended(theirs);
+      const closed = endOf(theirs);
       const res = await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(here.accessToken), payload: { currentPassword: user.password, password: 'a brand new password 22' } });
       assert.equal(res.statusCode, 200, res.body);
       assert.equal((await closed).reason, 'io server disconnect');

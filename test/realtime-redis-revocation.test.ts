@@ -5,7 +5,7 @@ import type { Socket as ClientSocket } from 'socket.io-client';
 import type { Database } from '../src/db/client.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeUser, makeWorld, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
-import { ClientSockets, listenLocally, stubModelEnv } from './support/realtime.js';
+import { ClientSockets, endOf, listenLocally, stubModelEnv } from './support/realtime.js';
 import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
 
 const skip = !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
@@ -40,12 +40,6 @@ describe('realtime across nodes: revocations and foreign sockets', { skip }, () 
   });
 
   const openOnB = (token: string): Promise<ClientSocket> => sockets.open(urlB, token);
-  const ended = (socket: ClientSocket) =>
-    new Promise<{ message?: string; reason: string }>((resolve) => {
-      let message: string | undefined;
-      socket.once('SESSION_ENDED', (e: { message: string }) => (message = e.message));
-      socket.once('disconnect', (reason) => resolve({ message, reason }));
-    });
 
   test('a logout and a disabling on node A close the sockets on node B; node A never streams to another tenant’s socket on B', async () => {
     const w = await makeWorld(database);
@@ -54,14 +48,14 @@ describe('realtime across nodes: revocations and foreign sockets', { skip }, () 
 
     const s = await login(a.app, w.userA1.email);
     const onB = await openOnB(s.accessToken);
-    const closed = ended(onB);
+    const closed = endOf(onB);
     const out = await a.app.inject({ method: 'POST', url: '/api/auth/logout', headers: bearer(s.accessToken) });
     assert.equal(out.statusCode, 200);
     assert.deepEqual(await closed, { message: 'Session has ended', reason: 'io server disconnect' });
 
     const user = await makeUser(database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
     const victim = await openOnB((await login(a.app, user.email)).accessToken);
-    const closed2 = ended(victim);
+    const closed2 = endOf(victim);
     const res = await a.app.inject({ method: 'PATCH', url: `/api/admin/user/${user.id}`, headers: bearer(root), payload: { status: 'disabled' } });
     assert.equal(res.statusCode, 200, res.body);
     assert.equal((await closed2).reason, 'io server disconnect');

@@ -62,3 +62,12 @@ export class ClientSockets {
     for (const socket of this.opened) socket.disconnect();
   }
 }
+
+/** How a socket ends: the SESSION_ENDED message the server sent before closing it (if any) and the disconnect reason. */
+export function endOf(socket: ClientSocket): Promise<{ message?: string; reason: string }> {
+  return new Promise((resolve) => {
+    let message: string | undefined;
+    socket.once('SESSION_ENDED', (e: { message: string }) => (message = e.message));
+    socket.once('disconnect', (reason) => resolve({ message, reason }));
+  });
+}
