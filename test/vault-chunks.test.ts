@@ -177,6 +177,8 @@ describe('vault embedding chunks and sanitize', () => {
       [{ sanitizedText: 'x'.repeat(100_001) }, 'sanitizedText'],
       [{ sanitizedText: 42 }, 'sanitizedText'],
       [{ text: '' }, 'text'],
+      [{ sanitizedText: '\u200b \u200d\u2060' }, 'sanitizedText'],
+      [{ text: ' \u200e\u00ad ' }, 'text'],
       [{ sanitizedText: 'a', text: 'b' }, 'text'],
     ];
     for (const [payload, field] of cases) {
