@@ -379,6 +379,17 @@ describe('vault collections and select-all-ids', () => {
     assert.equal((await call('DELETE', `/api/user/collection/${top._id}`, 'userA1')).statusCode, 404);
   });
 
+  test("delete: another member's private files move too, and movedFiles counts only what the caller sees", async () => {
+    const shared = await createCollection('userA1', { name: 'Shared shelf', scope: 'instance', institution: w.a1.id });
+    const own = await makeUpload({ owner: w.userA1, scope: 'instance', institutionId: w.a1.id, collectionId: shared._id });
+    const theirs = await makeUpload({ owner: userA1b, scope: 'instance', institutionId: w.a1.id, collectionId: shared._id, isPrivate: true });
+    const res = await call('DELETE', `/api/user/collection/${shared._id}`, 'userA1');
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(res.json().data, { _id: shared._id, movedTo: null, movedFiles: 1, movedCollections: 0 });
+    const moved = await rowsOf<{ collection_id: string | null }>(t.database.db, sql`select collection_id from uploads where id in (${own}, ${theirs})`);
+    assert.deepEqual(moved.map((f) => f.collection_id), [null, null]);
+  });
+
   test('foreign keys: files and sub-collections never point at a collection that is gone', async () => {
     const top = await createCollection('userA1', { name: 'FK top', scope: 'personal' });
     const sub = await createCollection('userA1', { name: 'FK sub', parent: top._id });

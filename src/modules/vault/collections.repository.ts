@@ -191,14 +191,25 @@ export async function lockTreeOfAccount(tx: DbOrTx, accountId: string): Promise<
 }
 
 /**
- * Deletes a collection: its files (whatever their status) and its sub-collections move to its parent
- * (null: the vault root). Run inside a transaction.
+ * Deletes a collection: its files (whatever their status, whoever may see them) and its sub-collections
+ * move to its parent (null: the vault root). `movedFiles` counts the files the caller may see: another
+ * member's private files move too, and their number is not told. Run inside a transaction.
  */
-export async function deleteCollectionMovingContent(tx: DbOrTx, id: string, parentId: string | null, now: Date): Promise<{ movedFiles: number; movedCollections: number }> {
-  const files = await rowsOf<{ id: string }>(tx, sql`update uploads set collection_id = ${parentId}, updated_at = ${now.toISOString()} where collection_id = ${id} returning id`);
+export async function deleteCollectionMovingContent(
+  tx: DbOrTx,
+  auth: AuthContext,
+  id: string,
+  parentId: string | null,
+  now: Date,
+): Promise<{ movedFiles: number; movedCollections: number }> {
+  const files = await rowsOf<{ seen: boolean }>(
+    tx,
+    sql`update uploads as u set collection_id = ${parentId}, updated_at = ${now.toISOString()} where u.collection_id = ${id}
+        returning ${visibleCondition(auth, 'u', { hasPrivateFlag: true })} as seen`,
+  );
   const children = await rowsOf<{ id: string }>(tx, sql`update collections set parent_id = ${parentId}, updated_at = ${now.toISOString()} where parent_id = ${id} returning id`);
   await tx.execute(sql`delete from collections where id = ${id}`);
-  return { movedFiles: files.length, movedCollections: children.length };
+  return { movedFiles: files.filter((f) => f.seen).length, movedCollections: children.length };
 }
 
 // ───────────── select-all-ids ─────────────

@@ -49,7 +49,7 @@ export const DeleteCollectionResponse = Type.Object({
   data: Type.Object({
     _id: Type.String(),
     movedTo: Nullable(Type.String({ description: 'Where the content went: the parent collection id, or null for the vault root' })),
-    movedFiles: Type.Number(),
+    movedFiles: Type.Number({ description: "Files moved that the caller may see (another member's private files move too, uncounted)" }),
     movedCollections: Type.Number(),
   }),
 });

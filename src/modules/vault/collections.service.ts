@@ -176,7 +176,7 @@ export class CollectionsService {
       await repo.lockTreeOfAccount(tx, found.accountId);
       const current = await repo.findVisibleCollection(tx, auth, id, { lock: 'update' });
       if (!current) throw notFound('Collection');
-      const moved = await repo.deleteCollectionMovingContent(tx, id, current.parentId, now);
+      const moved = await repo.deleteCollectionMovingContent(tx, auth, id, current.parentId, now);
       return { _id: id, movedTo: current.parentId, ...moved };
     });
   }
