@@ -86,6 +86,8 @@ export interface AppConfig {
   contentFilter: ContentFilterConfig;
   /** Q&A requests per user per minute. */
   qandaRateLimitPerMinute: number;
+  /** Socket.IO connections one user may hold open on one node. */
+  socketsPerUser: number;
 }
 
 export interface ModelPrice {
@@ -408,6 +410,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     modelPrices,
     contentFilter,
     qandaRateLimitPerMinute: int('QANDA_RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
+    socketsPerUser: int('SOCKETS_PER_USER', 20, 1, 10_000),
     warnings,
     ...overrides,
   };

@@ -38,6 +38,10 @@ interface SocketData {
   checks?: number;
 }
 
+function tooManySockets(cap: number): Error & { data: { message: string } } {
+  return Object.assign(new Error(TOO_MANY_SOCKETS), { data: { message: `At most ${cap} connections per user: close another one first` } });
+}
+
 /** resolveSession's recordActivity for the gateway's own checks: not the user's doing. */
 const noActivity = false;
 
@@ -65,6 +69,15 @@ export interface StreamSink {
   connected(): Promise<boolean>;
 }
 
+/** Refused handshake (and closing event) of a user who already holds SOCKETS_PER_USER sockets on this node. */
+export const TOO_MANY_SOCKETS = 'TOO_MANY_SOCKETS';
+
+/**
+ * The largest message a client may send (a handshake's auth is one): clients only listen (RECEIVE_STREAM,
+ * SESSION_ENDED), so Socket.IO's default of 1 MB a message is memory an attacker could make each socket hold.
+ */
+const MAX_CLIENT_MESSAGE_BYTES = 64 * 1024;
+
 /** A socket on another node is looked up again (across nodes) at most this often while chunks are emitted to it. */
 const REMOTE_CHECK_MS = 1_000;
 
@@ -89,6 +102,8 @@ export async function loadRedisAdapterModules(): Promise<RedisAdapterModules> {
 export class RealtimeGateway {
   readonly io: Server;
   private readonly redis: Redis[] = [];
+  /** connected sockets on this node by user (SOCKETS_PER_USER) */
+  private readonly perUser = new Map<string, number>();
   private stopHeartbeat: () => void = () => undefined;
 
   constructor(
@@ -103,6 +118,7 @@ export class RealtimeGateway {
     this.io = new Server(app.server, {
       serveClient: false,
       transports: ['polling', 'websocket'],
+      maxHttpBufferSize: MAX_CLIENT_MESSAGE_BYTES,
       ...(corsOrigins.length > 0 ? { cors: { origin: [...corsOrigins], credentials: true } } : {}),
     });
     if (ctx.config.redisUrl) {
@@ -135,6 +151,8 @@ export class RealtimeGateway {
       };
       authenticate().then(
         (auth) => {
+          // the common case of the cap, refused in the handshake (a burst that passes here together is capped on connection)
+          if ((this.perUser.get(auth.userId) ?? 0) >= this.ctx.config.socketsPerUser) return next(tooManySockets(this.ctx.config.socketsPerUser));
           (socket.data as SocketData) = { userId: auth.userId, sessionId: auth.sessionId, institutionId: auth.institutionId };
           next();
         },
@@ -144,6 +162,22 @@ export class RealtimeGateway {
           next(Object.assign(new Error('UNAUTHENTICATED'), { data: { message } }));
         },
       );
+    });
+    // The cap, counted on connection (synchronously: exact, whatever passed the handshake together): a socket beyond
+    // it is told why and closed at once.
+    this.io.on('connection', (socket) => {
+      const { userId } = socket.data as SocketData;
+      const count = (this.perUser.get(userId) ?? 0) + 1;
+      this.perUser.set(userId, count);
+      socket.once('disconnect', () => {
+        const left = (this.perUser.get(userId) ?? 1) - 1;
+        if (left > 0) this.perUser.set(userId, left);
+        else this.perUser.delete(userId);
+      });
+      if (count > ctx.config.socketsPerUser) {
+        socket.emit(TOO_MANY_SOCKETS, { message: tooManySockets(ctx.config.socketsPerUser).data.message });
+        socket.disconnect(true);
+      }
     });
     const stopWatching = ctx.auth.cache.onInvalidation((event) => this.recheck(event));
     // Sockets are closed before the HTTP server drains, or their long-lived connections would hold it open.
