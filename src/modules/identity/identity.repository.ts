@@ -66,8 +66,8 @@ export async function revokeOnReuse(db: DbOrTx, sessionId: string, presentedHash
   return rows.length > 0;
 }
 
-/** Moves a live session to another current institution (its refresh token stays as it is). */
-export async function setSessionInstitution(db: DbOrTx, sessionId: string, institutionId: string, now: Date): Promise<boolean> {
+/** Moves a live session to another current institution, or to none (its refresh token stays as it is). */
+export async function setSessionInstitution(db: DbOrTx, sessionId: string, institutionId: string | null, now: Date): Promise<boolean> {
   const rows = await db
     .update(sessions)
     .set({ institutionId, lastActivityAt: now })

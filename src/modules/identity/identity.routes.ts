@@ -68,7 +68,10 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
         description:
           'Refresh tokens rotate: each works once. Presenting the token the last rotation replaced (a once-valid token used again: a copy ' +
           'exists) revokes the whole session. A token whose secret never belonged to the session is a plain 401 and revokes nothing, so ' +
-          'knowing a session id (it is in every access token) does not let anyone log its owner out.',
+          'knowing a session id (it is in every access token) does not let anyone log its owner out. While the user\'s account, or ' +
+          'every institution of a plain user, is inactive the refresh is a 401 that rotates nothing: the same token works again once ' +
+          'reactivated. The new pair carries the session\'s institution while the user is still actively enrolled there, else the one a ' +
+          'login would pick (or none), and the session moves to it.',
         body: RefreshBody,
         response: { 200: TokenPairSchema, ...errorResponses(400, 401) },
       },

@@ -1,4 +1,5 @@
 import type { AppContext } from '../../context.js';
+import type { DbOrTx } from '../../db/client.js';
 import { badField, forbidden, notFound, unauthenticated } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { AuthContext } from './auth-context.js';
@@ -117,15 +118,20 @@ export class SessionIssuer {
   }
 
   /** Why the user may not hold a session (identity.policy loginRefusal), or null. */
-  async refusalFor(user: UserRow): Promise<string | null> {
-    const enrolments = await repo.listEnrolments(this.ctx.db, user.id);
-    return loginRefusal(user, await repo.accountStatus(this.ctx.db, user.accountId), enrolments);
+  async refusalFor(user: UserRow, db: DbOrTx = this.ctx.db): Promise<string | null> {
+    const enrolments = await repo.listEnrolments(db, user.id);
+    return loginRefusal(user, await repo.accountStatus(db, user.accountId), enrolments);
   }
 
   /** The current institution at login: the last one used if still active and enrolled, else the first active one. */
   private async defaultInstitution(user: UserRow): Promise<string | null> {
-    const enrolments = (await repo.listEnrolments(this.ctx.db, user.id)).filter(isActiveEnrolment);
-    if (user.currentInstitutionId && enrolments.some((e) => e.institutionId === user.currentInstitutionId)) return user.currentInstitutionId;
+    return this.institutionFor(user, user.currentInstitutionId);
+  }
+
+  /** `preferred` while the user is actively enrolled there, else the user's first active institution (null: none). */
+  async institutionFor(user: UserRow, preferred: string | null, db: DbOrTx = this.ctx.db): Promise<string | null> {
+    const enrolments = (await repo.listEnrolments(db, user.id)).filter(isActiveEnrolment);
+    if (preferred && enrolments.some((e) => e.institutionId === preferred)) return preferred;
     return enrolments[0]?.institutionId ?? null;
   }
 
@@ -198,26 +204,43 @@ export class IdentityService {
     throw unauthenticated('This refresh token was already used; the session has been revoked');
   }
 
+  /**
+   * Rotates the refresh token and checks, in one transaction, that the user may still hold the session. A refusal
+   * that does not end the session (an inactive account, every institution inactive) rolls the rotation back: the
+   * client keeps the only token it has, which works again once the account is reactivated (rotated away, it would
+   * have been taken for a stolen copy). The session's current institution is kept while the user is still actively
+   * enrolled there; otherwise the session moves to the institution a login would pick (or none), as GET /api/user/me
+   * and the new token then say.
+   */
   async refresh(refreshToken: string): Promise<TokenPair> {
     const now = this.ctx.clock.now();
     const parsed = this.ctx.tokens.parseRefresh(refreshToken);
     if (!parsed) throw unauthenticated('Invalid refresh token');
     const next = this.ctx.tokens.newRefresh(parsed.sessionId);
-    const session = await repo.rotateRefresh(this.ctx.db, parsed.sessionId, parsed.secretHash, next.hash, now);
-    if (!session) {
+    const outcome = await this.ctx.db.transaction(async (tx) => {
+      const session = await repo.rotateRefresh(tx, parsed.sessionId, parsed.secretHash, next.hash, now);
+      if (!session) return { kind: 'invalid' } as const;
+      const user = await repo.findUserById(tx, session.userId);
+      if (!user || user.status !== 'active') {
+        await repo.revokeSession(tx, session.id, 'user-disabled', now);
+        return { kind: 'disabled', sessionId: session.id } as const;
+      }
+      const refusal = await this.sessions.refusalFor(user, tx);
+      if (refusal) throw unauthenticated(refusal); // the rotation is rolled back with the transaction
+      const institutionId = await this.sessions.institutionFor(user, session.institutionId, tx);
+      if (institutionId !== session.institutionId) await repo.setSessionInstitution(tx, session.id, institutionId, now);
+      return { kind: 'rotated', user, sessionId: session.id, institutionId, moved: institutionId !== session.institutionId } as const;
+    });
+    if (outcome.kind === 'invalid') {
       await this.revokeOnReuse(parsed, now);
       throw unauthenticated('Refresh token is invalid or its session has ended');
     }
-    const user = await repo.findUserById(this.ctx.db, session.userId);
-    if (!user || user.status !== 'active') {
-      await repo.revokeSession(this.ctx.db, session.id, 'user-disabled', now);
-      this.ctx.auth.cache.invalidateSession(session.id);
+    if (outcome.kind === 'disabled') {
+      this.ctx.auth.cache.invalidateSession(outcome.sessionId);
       throw unauthenticated('User is disabled');
     }
-    // An inactive account or institution refuses the refresh too (without ending the session: reactivated, it works again).
-    const refusal = await this.sessions.refusalFor(user);
-    if (refusal) throw unauthenticated(refusal);
-    return this.sessions.pair(user, session.id, session.institutionId, next.token, now);
+    if (outcome.moved) this.ctx.auth.cache.invalidateSession(outcome.sessionId);
+    return this.sessions.pair(outcome.user, outcome.sessionId, outcome.institutionId, next.token, now);
   }
 
   async logout(auth: AuthContext): Promise<void> {
