@@ -1,7 +1,7 @@
 import type { AppContext } from '../../context.js';
 import { AppError, conflict, notFound, rateLimited, unauthenticated, upstreamFailed, type ErrorDetail } from '../../shared/errors.js';
 import { keyedHash, numericCode, randomToken, safeEqualHex } from '../../shared/crypto.js';
-import { newId, newPublicId } from '../../shared/ids.js';
+import { isUuid, newId, newPublicId } from '../../shared/ids.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { findUserById, type UserRow } from '../identity/identity.repository.js';
 import type { ClientMeta, LoginSecondFactor, MfaChallengeAnswer, SessionIssuer, TokenPair } from '../identity/identity.service.js';
@@ -29,12 +29,18 @@ export function maskEmail(email: string): string {
   return `${email.slice(0, 1)}***${email.slice(at)}`;
 }
 
-/** The cookie is `<trusted-device row id>.<random secret>`; only a keyed hash of the secret is stored. */
+/** A device secret as issued (randomToken: base64url), with room for a longer one. */
+const DEVICE_SECRET = /^[A-Za-z0-9_-]{16,128}$/;
+
+/**
+ * The cookie is `<trusted-device row id>.<random secret>`; only a keyed hash of the secret is stored. Anything
+ * else (a cookie of another shape, a NUL, a percent-encoded byte) is no cookie: the browser is simply not trusted.
+ */
 export function parseDeviceCookie(value: string | undefined): { id: string; secret: string } | null {
   if (!value || value.length > 200) return null;
   const parts = value.split('.');
-  if (parts.length !== 2 || !parts[0] || !parts[1]) return null;
-  return { id: parts[0], secret: parts[1] };
+  if (parts.length !== 2 || !isUuid(parts[0]) || !DEVICE_SECRET.test(parts[1]!)) return null;
+  return { id: parts[0], secret: parts[1]! };
 }
 
 export interface IssuedDevice {
@@ -71,9 +77,10 @@ export class MfaService implements LoginSecondFactor {
     const user = await findUserById(this.ctx.db, challenge.userId);
     if (!user) throw unauthenticated('Unknown challenge: log in again to receive a new code');
     await this.sessions.assertMayLogIn(user);
-    const tokens = await this.sessions.startSession(user, meta);
-    // Trusting a device only means something while MFA is on (it may have been switched off meanwhile).
+    // Trusting a device only means something while MFA is on (it may have been switched off meanwhile). The device
+    // first: a session is the last thing opened, so that nothing after it can fail and leave it unheld.
     const issued = rememberDevice && user.mfaState === 'enrolled' ? await this.trustDevice(user.id, meta) : undefined;
+    const tokens = await this.sessions.startSession(user, meta);
     return { tokens, issued };
   }
 
