@@ -81,6 +81,8 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
       return 0;
     }
     case 'seed-demo': {
+      // its logins have passwords printed in this repository: never on a production deployment
+      if (config.nodeEnv === 'production') throw new UsageError('seed-demo creates logins whose passwords are public (they are in the source): refused with NODE_ENV=production');
       const { seedDemo } = await import('./modules/tenancy/seed-demo.js');
       const { createBlobStorage } = await import('./providers/storage/index.js');
       const demo = await withDatabase(config, (db) => seedDemo(db.db, createBlobStorage(config)));

@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -72,6 +72,9 @@ describe('CLI', () => {
     assert.match(seeded.output, /ltiContextId https:\/\/lms\.example\.com\/courses\/physics/);
 
     await assert.rejects(run('seed-demo'), /demo data already exists/);
+    // never on a production deployment (checked before the database is opened)
+    await assert.rejects(runCli(['seed-demo'], { ...env(), NODE_ENV: 'production', DATA_DIR: join(dataDir, 'never-made') }, () => undefined), /refused with NODE_ENV=production/);
+    assert.equal(existsSync(join(dataDir, 'never-made')), false);
     // as a process: one line, no stack
     const secondProcess = await cliProcess(['seed-demo'], env());
     assertCleanFailure(secondProcess, /^The demo data already exists \(demo\.owner@example\.com\); nothing was changed\.$/m);
