@@ -27,6 +27,10 @@ describe('identity: login, tokens, sessions, me', () => {
     assert.equal(body.user.email, world.userA1.email);
     assert.equal(body.user.institution, world.a1.id);
     assert.equal(body.user.passwordHash, undefined);
+    // a pasted address with spaces around it is the same address
+    const padded = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: ` ${world.userA1.email}\t`, password: PASSWORD } });
+    assert.equal(padded.statusCode, 200, padded.body);
+    assert.equal(padded.json().user.email, world.userA1.email);
   });
 
   test('wrong password and unknown e-mail give the same 401', async () => {

@@ -52,11 +52,12 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
         {
           max: config.loginRateLimitPerEmail,
           timeWindowMs: window,
-          key: (req) => `login-email:${req.ip}:${String((req.body as { email?: unknown } | undefined)?.email ?? '').normalize('NFC').toLowerCase()}`,
+          key: (req) => `login-email:${req.ip}:${String((req.body as { email?: unknown } | undefined)?.email ?? '').trim().normalize('NFC').toLowerCase()}`,
         },
       ),
     },
-    async (request) => service.login(request.body.email, request.body.password, clientMeta(request)),
+    // surrounding spaces (a pasted address) are not part of it: admins' user creation trims them too
+    async (request) => service.login(request.body.email.trim(), request.body.password, clientMeta(request)),
   );
 
   app.post(
