@@ -629,6 +629,66 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     await t.database.db.execute(sql`update institutions set tools_disabled = '{}' where id = ${w.a1.id}`);
   });
 
+  test("a tool the model was not offered (the institution's toolsDisabled, an assistant's selected list) is not run: the model is told it is not available", async () => {
+    const file = await uploadOk(t.app, tok.userA1!, { name: 'payroll.txt', content: 'The confidential payroll code is ZEBRA-4471 for all staff salaries.\n', type: 'text/plain' }, { scope: 'instance' });
+    assert.equal((await waitForIngestion(t.app, tok.userA1!, file._id)).status, 'active');
+    const memory = await t.app.inject({ method: 'POST', url: '/api/user/memory', headers: bearer(tok.userA1!), payload: { key_name: 'locker', key_value: 'locker combination 31-07-19' } });
+    assert.equal(memory.statusCode, 201, memory.body);
+    // the model answers with what the tools said
+    const toolsSaid = (calls: Array<{ name: string; arguments: string }>) => (input: { body: any }) => {
+      const messages = input.body.messages;
+      if (messages.at(-1).role === 'tool') {
+        const said = messages.filter((m: { role: string }) => m.role === 'tool').map((m: { content: string }) => m.content);
+        return { content: `Tools said: ${said.join(' | ')}`, usage: { prompt_tokens: 20, completion_tokens: 10 } };
+      }
+      return { content: '', toolCalls: calls, usage: { prompt_tokens: 20, completion_tokens: 5 } };
+    };
+    const offeredIn = (request: { body: any }) => request.body.tools.map((x: any) => x.function.name);
+    const toolCallsOf = async (historyId: string) => (await historyRow(historyId))!.tool_calls.map((c: { tool: string; response: string }) => [c.tool, c.response]);
+
+    // the institution disables vault_search: an assistant of every tool is offered the two others only
+    await t.database.db.execute(sql`update institutions set tools_disabled = '{vault_search}' where id = ${w.a1.id}`);
+    try {
+      const all = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.userA1!), payload: { name: 'Every tool', assistantToolMode: 'all' } });
+      assert.equal(all.statusCode, 201, all.body);
+      stub.setChatHandler(toolsSaid([{ name: 'vault_search', arguments: '{"query":"payroll code"}' }]));
+      const res = await ask(tok.userA1!, { inputs: ['search my documents for the payroll code'], requestArgs: { assistantId: all.json().data._id, ragIgnore: true } });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.deepEqual(offeredIn(stub.requestsTo('/v1/chat/completions').at(-2)!), ['memory_lookup', 'current_datetime']);
+      assert.deepEqual(res.json().outputs, ['Tools said: Error: tool vault_search is not available']);
+      assert.deepEqual(await toolCallsOf(res.json().historyId), [['vault_search', 'Error: tool vault_search is not available']]);
+    } finally {
+      await t.database.db.execute(sql`update institutions set tools_disabled = '{}' where id = ${w.a1.id}`);
+    }
+
+    // an assistant of the clock only: the vault and the memory stay closed, the clock (called in the same round) runs
+    const clock = await t.app.inject({
+      method: 'POST',
+      url: '/api/user/assistant',
+      headers: bearer(tok.userA1!),
+      payload: { name: 'Clock only', assistantToolMode: 'selected', assistantTools: [{ tool: 'current_datetime' }] },
+    });
+    assert.equal(clock.statusCode, 201, clock.body);
+    stub.setChatHandler(
+      toolsSaid([
+        { name: 'vault_search', arguments: '{"query":"payroll code"}' },
+        { name: 'memory_lookup', arguments: '{"term":"locker"}' },
+        { name: 'current_datetime', arguments: '{"timezone":"Asia/Tokyo"}' },
+      ]),
+    );
+    const res = await ask(tok.userA1!, { inputs: ['payroll code, locker combination and the time?'], requestArgs: { assistantId: clock.json().data._id, ragIgnore: true } });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(offeredIn(stub.requestsTo('/v1/chat/completions').at(-2)!), ['current_datetime']);
+    const calls = await toolCallsOf(res.json().historyId);
+    assert.deepEqual(calls.slice(0, 2), [
+      ['vault_search', 'Error: tool vault_search is not available'],
+      ['memory_lookup', 'Error: tool memory_lookup is not available'],
+    ]);
+    assert.equal(calls[2][0], 'current_datetime');
+    assert.match(calls[2][1], /Asia\/Tokyo/);
+    assert.doesNotMatch(res.json().outputs[0], /ZEBRA-4471|31-07-19/);
+  });
+
   test('the calls of a tool round are priced exactly and rounded up once: two calls with a fraction of a credit unit each', async () => {
     const assistantId = await toolAssistant('Fine-priced tool user');
     // stub-fine costs 0.15 / 0.05 credits per 1k tokens: 1.5 / 0.5 units of 0.0001 a token

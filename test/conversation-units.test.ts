@@ -150,6 +150,7 @@ describe('tools', () => {
   });
 
   const runtime = {
+    offered: ['vault_search', 'memory_lookup', 'current_datetime'],
     search: async (q: string, limit: number) => [{ text: `about ${q}`, source: `doc (${limit})` }],
     memory: async () => [{ key: 'goal', value: 'pass the exam' }, { key: 'city', value: 'Kyoto' }],
     now: () => new Date('2026-11-23T09:15:00Z'),
@@ -164,6 +165,19 @@ describe('tools', () => {
     assert.equal(await runTool('vault_search', '[]', runtime), 'Error: the arguments must be a JSON object');
     assert.equal(await runTool('vault_search', '{}', runtime), 'Error: query is required');
     assert.equal(await runTool('rm_rf', '{}', runtime), 'Error: unknown tool rm_rf');
+  });
+  test('a tool that was not offered is not run: the model is told it is not available', async () => {
+    const ran: string[] = [];
+    const watched = {
+      ...runtime,
+      offered: ['current_datetime'],
+      search: async (q: string, limit: number) => (ran.push('search'), runtime.search(q, limit)),
+      memory: async () => (ran.push('memory'), runtime.memory()),
+    };
+    assert.equal(await runTool('vault_search', '{"query":"payroll"}', watched), 'Error: tool vault_search is not available');
+    assert.equal(await runTool('memory_lookup', '{}', watched), 'Error: tool memory_lookup is not available');
+    assert.deepEqual(ran, [], 'neither the vault nor the memory was read');
+    assert.match(await runTool('current_datetime', '{}', watched), /Europe\/Berlin/);
   });
 });
 

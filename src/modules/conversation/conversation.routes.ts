@@ -42,7 +42,8 @@ const QANDA_DESCRIPTION =
   'while its answer is generated: 409 CONFLICT, the answer not saved, what the model consumed charged to the payer if it still exists. ' +
   'Rate limited per user ' +
   '(QANDA_RATE_LIMIT_PER_MINUTE). Tools (vault_search, memory_lookup, current_datetime) are offered to openai-compatible models per ' +
-  "the assistant's assistantToolMode minus the institution's toolsDisabled; each call and response is kept on the record. " +
+  "the assistant's assistantToolMode minus the institution's toolsDisabled, and only those run: a call of any other tool is answered " +
+  'to the model "Error: tool <name> is not available"; each call and response is kept on the record. ' +
   `${IDEMPOTENCY_NOTE} The same request means the endpoint, the current institution and the body (the socket id may differ); a ` +
   'replay makes no model call and charges nothing, and streams the saved answer in one piece to its socket if it names one.';
 

@@ -350,8 +350,9 @@ export class QandaService {
 
           // Tool round: run the calls, then reserve the next call's maximum before making it.
           messages.push({ role: 'assistant', content: result.text, toolCalls: result.toolCalls });
+          const offered = offerTools.map((tool) => tool.name);
           for (const call of result.toolCalls) {
-            const response = await this.runToolCall(call, search, asker, institutionId ?? null, timezone);
+            const response = await this.runToolCall(call, offered, search, asker, institutionId ?? null, timezone);
             toolRecords.push({ tool: call.name, arguments: parseArguments(call.arguments), response });
             messages.push({ role: 'tool', content: response, toolCallId: call.id });
           }
@@ -476,9 +477,18 @@ export class QandaService {
     throw new UpstreamError('The model stream ended without a result');
   }
 
-  private async runToolCall(call: ToolCall, search: (q: string, limit: number) => Promise<PromptPassage[]>, auth: AuthContext, institutionId: string | null, timezone: string): Promise<string> {
+  /** Runs a call the model made; only a tool of `offered` (what its request offered) runs. */
+  private async runToolCall(
+    call: ToolCall,
+    offered: readonly string[],
+    search: (q: string, limit: number) => Promise<PromptPassage[]>,
+    auth: AuthContext,
+    institutionId: string | null,
+    timezone: string,
+  ): Promise<string> {
     try {
       return await runTool(call.name, call.arguments, {
+        offered,
         search,
         memory: () => loadMemoryParameters(this.ctx, auth, institutionId),
         now: () => this.ctx.clock.now(),

@@ -53,6 +53,12 @@ export function selectTools(selection: ToolSelection): ToolDefinition[] {
 }
 
 export interface ToolRuntime {
+  /**
+   * The tools offered to the model in the call that asked for this one: a call of any other tool (one the
+   * assistant's `selected` list or the institution's toolsDisabled left out, which a model may still name)
+   * is not run.
+   */
+  offered: readonly string[];
   search(query: string, limit: number): Promise<Array<{ text: string; source: string }>>;
   memory(): Promise<Array<{ key: string; value: string; description?: string }>>;
   now(): Date;
@@ -71,8 +77,10 @@ const isTimeZone = (tz: string) => {
   }
 };
 
-/** Runs one tool call; bad arguments give an error text for the model, never an exception. */
+/** Runs one tool call of an offered tool; bad arguments, or a tool not offered, give an error text for the model, never an exception. */
 export async function runTool(name: string, rawArguments: string, runtime: ToolRuntime): Promise<string> {
+  if (!(TOOL_NAMES as readonly string[]).includes(name)) return `Error: unknown tool ${name}`;
+  if (!runtime.offered.includes(name)) return `Error: tool ${name} is not available`;
   let args: Record<string, unknown> = {};
   try {
     const parsed = rawArguments.trim() ? (JSON.parse(rawArguments) as unknown) : {};
