@@ -12,7 +12,7 @@
  *
  * Endpoints (under /v1):
  * - POST /chat/completions: a `chat.completion` object with usage; with `stream: true`, SSE lines
- *   `data: {chat.completion.chunk}` (a role chunk, content chunks of a few words, a finish chunk),
+ *   `data: {chat.completion.chunk}` (a role chunk, content chunks of a few words or the reply's `deltas`, a finish chunk),
  *   a final usage chunk (`choices: []`) when `stream_options.include_usage`, then `data: [DONE]`.
  *   Default reply: the last user message with its whitespace collapsed; usage counts ~4 characters
  *   per token (prompt: all message contents; completion: the reply).
@@ -55,7 +55,13 @@ export interface ChatHandlerInput {
 }
 
 export interface ChatReply {
-  content: string;
+  /**
+   * The message content: text, or any other JSON value sent as it is (an array of content parts
+   * `[{type: 'text', text}]`, as some OpenAI-compatible servers send it, or a broken server's value).
+   */
+  content: string | unknown[] | Record<string, unknown> | number | boolean | null;
+  /** Streamed answers: the content of each content delta, as sent (default: the content in groups of a few words; not text: one delta). */
+  deltas?: unknown[];
   /** Model name to report; defaults to the requested one. */
   model?: string;
   /** Token usage to report; missing fields are estimated. `null` leaves usage out of the answer. */
@@ -209,7 +215,7 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
         ? undefined
         : (() => {
             const prompt = reply.usage?.prompt_tokens ?? estimateTokens(messages.map((m) => textOf(m.content)).join('\n'));
-            const completion = reply.usage?.completion_tokens ?? estimateTokens(reply.content);
+            const completion = reply.usage?.completion_tokens ?? estimateTokens(textOf(reply.content));
             return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
           })();
     const id = `chatcmpl-stub-${++counter}`;
@@ -257,9 +263,12 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
       if (chunkDelay > 0) await sleep(chunkDelay);
       return !gone(res);
     };
-    const pieces = reply.content.match(/\s*\S+\s*/gu) ?? [];
-    const groups: string[] = [];
-    for (let i = 0; i < pieces.length; i += 3) groups.push(pieces.slice(i, i + 3).join(''));
+    const groups: unknown[] = [];
+    if (reply.deltas) groups.push(...reply.deltas);
+    else if (typeof reply.content === 'string') {
+      const pieces = reply.content.match(/\s*\S+\s*/gu) ?? [];
+      for (let i = 0; i < pieces.length; i += 3) groups.push(pieces.slice(i, i + 3).join(''));
+    } else if (reply.content !== null) groups.push(reply.content);
     const drop = dropAfter;
     dropAfter = null;
     const end = endAfter;

@@ -1,4 +1,5 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { storableText } from '../../shared/storable-text.js';
 import { countInputTokens, countTextTokens, loadEncoding } from './tokens.js';
 import { UpstreamError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResult, type ChatStreamEvent, type LlmConfig, type TokenUsage, type ToolCall } from './types.js';
 
@@ -37,6 +38,10 @@ function wireMessage(m: ChatMessage): OpenAI.ChatCompletionMessageParam {
  *
  * An answer must be complete: a completion without a choice, or a stream that ends (even cleanly)
  * before a choice's finish_reason, is an {@link UpstreamError}, not a short answer.
+ *
+ * What the provider sends is text we store (the answer, the model name, tool calls): it is made storable
+ * here (see {@link providerText}), and a message content given as an array of parts (as some servers send
+ * it) is the text of its text parts; any other content that is not text is an {@link UpstreamError}.
  */
 export class OpenAiCompatibleChatModel implements ChatModel {
   readonly provider = 'openai-compatible';
@@ -81,13 +86,16 @@ export class OpenAiCompatibleChatModel implements ChatModel {
       const choice = Array.isArray(res?.choices) ? res.choices[0] : undefined;
       if (!choice) throw new UpstreamError('The model provider answered without a completion (no choice)');
       const message = choice.message;
-      const text = message?.content ?? '';
+      const text = providerText(contentText(message?.content));
       const toolCalls: ToolCall[] = (message?.tool_calls ?? [])
         .filter((c) => c.type === 'function')
-        .map((c) => ({ id: c.id, name: (c as { function: { name: string } }).function.name, arguments: (c as { function: { arguments: string } }).function.arguments }));
+        .map((c) => {
+          const fn = (c as { function?: { name?: unknown; arguments?: unknown } }).function;
+          return providerToolCall({ id: c.id, name: fn?.name, arguments: fn?.arguments });
+        });
       return {
         text,
-        model: res.model || model,
+        model: providerName(res.model) || model,
         usage: usageOf(res.usage, request, text),
         ...(toolCalls.length ? { toolCalls } : {}),
         ...(choice.finish_reason === 'length' ? { truncated: true } : {}),
@@ -119,6 +127,8 @@ export class OpenAiCompatibleChatModel implements ChatModel {
       }, this.timeoutMs);
     };
     let text = '';
+    /** A high surrogate that ended a delta: its low half may start the next one. */
+    let pending = '';
     let reportedModel = '';
     let usage: OpenAI.CompletionUsage | undefined;
     // Tool calls arrive in pieces keyed by index: the id and name first, the arguments in fragments.
@@ -132,17 +142,24 @@ export class OpenAiCompatibleChatModel implements ChatModel {
       arm();
       for await (const chunk of stream) {
         arm();
-        if (chunk.model) reportedModel = chunk.model;
+        if (typeof chunk.model === 'string' && chunk.model) reportedModel = chunk.model;
         if (chunk.usage) usage = chunk.usage;
         if (chunk.choices?.[0]?.finish_reason) finished = true;
         for (const part of chunk.choices[0]?.delta?.tool_calls ?? []) {
           const call = calls.get(part.index) ?? { id: '', name: '', arguments: '' };
-          if (part.id) call.id = part.id;
-          if (part.function?.name) call.name += part.function.name;
-          if (part.function?.arguments) call.arguments += part.function.arguments;
+          if (typeof part.id === 'string' && part.id) call.id = part.id;
+          if (typeof part.function?.name === 'string') call.name += part.function.name;
+          if (part.function?.arguments) call.arguments += argumentsText(part.function.arguments);
           calls.set(part.index, call);
         }
-        const delta = chunk.choices[0]?.delta?.content;
+        // a surrogate pair cut between two deltas is joined again, not made two U+FFFD
+        let delta = pending + contentText(chunk.choices[0]?.delta?.content);
+        pending = '';
+        if (/[\ud800-\udbff]$/u.test(delta)) {
+          pending = delta.slice(-1);
+          delta = delta.slice(0, -1);
+        }
+        delta = providerText(delta);
         if (delta) {
           text += delta;
           yield { type: 'delta', text: delta };
@@ -152,6 +169,12 @@ export class OpenAiCompatibleChatModel implements ChatModel {
       if (stalled) throw new UpstreamError(`The model provider's stream stalled for more than ${this.timeoutMs} ms`);
       throwIfAborted(request.signal);
       if (!finished) throw new UpstreamError("The model provider's stream ended before the answer was finished (no finish_reason)");
+      if (pending) {
+        // a high surrogate that nothing completed
+        const last = providerText(pending);
+        text += last;
+        yield { type: 'delta', text: last };
+      }
     } catch (err) {
       if (stalled && !(err instanceof UpstreamError)) throw new UpstreamError(`The model provider's stream stalled for more than ${this.timeoutMs} ms`);
       throw this.mapError(err, request.signal);
@@ -160,8 +183,8 @@ export class OpenAiCompatibleChatModel implements ChatModel {
       controller.abort(); // releases the connection when the consumer stops early
       request.signal?.removeEventListener('abort', follow);
     }
-    const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c).filter((c) => c.name);
-    yield { type: 'done', result: { text, model: reportedModel || model, usage: usageOf(usage, request, text), ...(toolCalls.length ? { toolCalls } : {}) } };
+    const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => providerToolCall(c)).filter((c) => c.name);
+    yield { type: 'done', result: { text, model: providerName(reportedModel) || model, usage: usageOf(usage, request, text), ...(toolCalls.length ? { toolCalls } : {}) } };
   }
 
   private params(request: ChatRequest, model: string) {
@@ -194,6 +217,75 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     }
     return new UpstreamError(`The model provider call failed: ${err instanceof Error ? err.message : String(err)}`);
   }
+}
+
+/**
+ * Text from the provider as the database can store it: Postgres refuses a NUL in text (and jsonb refuses
+ * a lone surrogate), so a provider's defect would make the answer's save fail after the model was paid
+ * for. storableText drops the NUL (and the other C0 controls but tab and newline) and makes a lone
+ * surrogate U+FFFD; an answer is not shortened.
+ */
+function providerText(text: string): string {
+  return storableText(text, Number.POSITIVE_INFINITY);
+}
+
+/** A name the provider reports (model, tool): storable, at most storableText's default length; '' when it is not text. */
+function providerName(name: unknown): string {
+  return typeof name === 'string' ? storableText(name) : '';
+}
+
+/**
+ * The text of a message content: a string as it is; an array of content parts (`[{type: 'text', text}]`,
+ * as several OpenAI-compatible servers send it) the text of its text parts, joined; none is ''. Anything
+ * else is not an answer the provider may give.
+ */
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (content === null || content === undefined) return '';
+  if (Array.isArray(content)) {
+    return content
+      .map((part: unknown) => {
+        const p = part as { type?: unknown; text?: unknown } | null;
+        return p && typeof p === 'object' && p.type === 'text' && typeof p.text === 'string' ? p.text : '';
+      })
+      .join('');
+  }
+  throw new UpstreamError(`The model provider answered with a message content that is not text (${typeof content})`);
+}
+
+/** Tool-call arguments as a JSON text: a server that sends them as an object gets them serialized. */
+function argumentsText(args: unknown): string {
+  if (typeof args === 'string') return args;
+  return args === null || args === undefined ? '' : JSON.stringify(args);
+}
+
+/**
+ * A tool call made storable: its id and name as names, its arguments as text; arguments that are JSON
+ * have their strings (keys too) made storable after parsing, since a NUL or a lone surrogate can be
+ * written there as an escape (`\u0000`) that only the parse turns into the character.
+ */
+function providerToolCall(call: { id?: unknown; name?: unknown; arguments?: unknown }): ToolCall {
+  const raw = providerText(argumentsText(call.arguments));
+  let args = raw;
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    let changed = false;
+    const clean = (value: unknown): unknown => {
+      if (typeof value === 'string') {
+        const text = providerText(value);
+        if (text !== value) changed = true;
+        return text;
+      }
+      if (value === null || typeof value !== 'object') return value;
+      if (Array.isArray(value)) return value.map(clean);
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [clean(k) as string, clean(v)]));
+    };
+    const cleaned = clean(parsed);
+    if (changed) args = JSON.stringify(cleaned);
+  } catch {
+    // not JSON (the tool answers the model so; the text itself is storable), or nested too deep to walk
+  }
+  return { id: providerName(call.id), name: providerName(call.name), arguments: args };
 }
 
 /** The provider's own error message (from `{error: {message}}`), without the SDK's status prefix. */

@@ -1,0 +1,188 @@
+/**
+ * What the model provider sends back (the answer, streamed deltas, the model name, tool calls) is text the
+ * service stores: a NUL or a lone surrogate in it is dropped or made U+FFFD (Postgres refuses them), a
+ * content of text parts is its text, and any other content is an upstream failure.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sql } from 'drizzle-orm';
+import type { Socket as ClientSocket } from 'socket.io-client';
+import { rowsOf } from '../src/db/client.js';
+import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
+import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { ClientSockets, listenLocally, stubModelEnv, type StreamEvent } from './support/realtime.js';
+
+describe('Q&A: the text a model provider sends is stored as the database can hold it', () => {
+  let t: TestApp;
+  let w: Awaited<ReturnType<typeof makeWorld>>;
+  let stub: OpenAiStub;
+  let base: string;
+  let token: string;
+  const sockets = new ClientSockets();
+
+  before(async () => {
+    stub = await startOpenAiStub();
+    t = await startTestApp({ env: stubModelEnv(stub, { LLM_TIMEOUT_MS: '3000' }) });
+    base = await listenLocally(t.app);
+    w = await makeWorld(t.database);
+    await t.database.db.execute(sql`update institutions set credits = 1000, max_completion_tokens = 200 where id = ${w.a1.id}`);
+    token = (await login(t.app, w.userA1.email)).accessToken;
+  });
+  after(async () => {
+    sockets.closeAll();
+    await t.close();
+    await stub.close();
+  });
+
+  const ask = (body: unknown, headers: Record<string, string> = {}) =>
+    t.app.inject({ method: 'POST', url: '/api/ai/personal/qanda', headers: { 'x-access-token': token, ...headers }, payload: body as object });
+  const balance = async () => Number((await rowsOf<{ credits: string }>(t.database.db, sql`select credits from institutions where id = ${w.a1.id}`))[0]!.credits);
+  const recordsOf = (input: string) => rowsOf<Record<string, any>>(t.database.db, sql`select * from histories where input = ${input} order by created_at`);
+  const ledgerOf = (refId: string) => rowsOf<{ kind: string; delta: string }>(t.database.db, sql`select kind, delta from credit_ledger where ref_id = ${refId} order by kind`);
+  /** 10 input and 10 output tokens at the default price (1 and 2 credits per 1,000): 0.03. */
+  const USAGE = { prompt_tokens: 10, completion_tokens: 10 };
+  const PRICE = 0.03;
+  const spent = async (before: number) => Math.round((before - (await balance())) * 10_000) / 10_000;
+
+  function streamOf(socket: ClientSocket): Promise<StreamEvent[]> {
+    const events: StreamEvent[] = [];
+    return new Promise((resolve) => {
+      const on = (e: StreamEvent) => {
+        events.push(e);
+        if (e.done) {
+          socket.off('RECEIVE_STREAM', on);
+          resolve(events);
+        }
+      };
+      socket.on('RECEIVE_STREAM', on);
+    });
+  }
+
+  async function clockAssistant(name: string): Promise<string> {
+    const created = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(token), payload: { name, assistantToolMode: 'all' } });
+    assert.equal(created.statusCode, 201, created.body);
+    return created.json().data._id;
+  }
+
+  test('an answer holding a NUL character: 200, saved and paid without it (it was a 400 VALIDATION_FAILED that still charged)', async () => {
+    stub.setChatHandler(() => ({ content: 'hello\u0000world', usage: USAGE }));
+    const before = await balance();
+    const res = await ask({ inputs: ['nul answer'], requestArgs: { ragIgnore: true } });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json().outputs, ['helloworld']);
+    assert.equal(res.json().credits, PRICE);
+    assert.equal(await spent(before), PRICE);
+    const [rec, ...more] = await recordsOf('nul answer');
+    assert.equal(more.length, 0);
+    assert.equal(rec!.success, true);
+    assert.deepEqual(rec!.outputs, ['helloworld']);
+  });
+
+  test('a model name holding a NUL character: 200, the name recorded without it', async () => {
+    stub.setChatHandler(() => ({ content: 'fine', model: 'stub\u0000chat', usage: USAGE }));
+    const before = await balance();
+    const res = await ask({ inputs: ['nul model'], requestArgs: { ragIgnore: true } });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(res.json().model, 'stubchat');
+    assert.equal(await spent(before), PRICE);
+    const [rec] = await recordsOf('nul model');
+    assert.equal(rec!.conversation_model, 'stubchat');
+  });
+
+  test('an answer holding a lone surrogate, asked with an Idempotency-Key: 200 with U+FFFD in its place, and the replay is the same (it was a 500 that still charged)', async () => {
+    stub.setChatHandler(() => ({ content: 'broken emoji \ud83d here', usage: USAGE }));
+    const before = await balance();
+    const body = { inputs: ['surrogate answer'], requestArgs: { ragIgnore: true } };
+    const res = await ask(body, { 'idempotency-key': 'provider-text-surrogate-1' });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json().outputs, ['broken emoji \ufffd here']);
+    assert.equal(await spent(before), PRICE);
+    const replay = await ask(body, { 'idempotency-key': 'provider-text-surrogate-1' });
+    assert.equal(replay.statusCode, 200, replay.body);
+    assert.deepEqual(replay.json().outputs, ['broken emoji \ufffd here']);
+    assert.equal(await spent(before), PRICE, 'paid once');
+    assert.deepEqual((await recordsOf('surrogate answer')).map((r) => r.outputs), [['broken emoji \ufffd here']]);
+  });
+
+  test('streamed deltas: a NUL is dropped, a lone surrogate is U+FFFD, a surrogate pair cut between two deltas stays one character', async () => {
+    stub.setChatHandler(() => ({ content: '', deltas: ['he\u0000llo ', 'smile \ud83d', '\ude00 and ', 'broken \udc00 end'], usage: USAGE }));
+    const socket = await sockets.open(base, token);
+    const stream = streamOf(socket);
+    const res = await ask({ id: 5, inputs: ['streamed text'], requestArgs: { ragIgnore: true, socketId: socket.id } });
+    assert.equal(res.statusCode, 200, res.body);
+    const expected = 'hello smile \u{1f600} and broken \ufffd end';
+    assert.deepEqual(res.json().outputs, [expected]);
+    assert.equal(res.json().streamingFailed, false);
+    const events = await stream;
+    assert.equal(events.map((e) => e.chunk).join(''), expected);
+    assert.ok(events.every((e) => !/\p{Cs}|\u0000/u.test(e.chunk)), 'no chunk holds half a pair or a NUL');
+    assert.deepEqual((await recordsOf('streamed text')).map((r) => r.outputs), [[expected]]);
+  });
+
+  for (const [label, args, timezone] of [
+    ['a NUL', '{"timezone":"\\u0000"}', ''],
+    ['a lone surrogate', '{"timezone":"\\ud800"}', '\ufffd'],
+  ] as const) {
+    test(`tool-call arguments holding ${label} (as a JSON escape): 200, the call recorded with its argument made storable`, async () => {
+      const assistantId = await clockAssistant(`Clock ${label}`);
+      stub.setChatHandler(({ body }) => {
+        if (body.messages.at(-1).role === 'tool') return { content: 'It is noon.', usage: USAGE };
+        return { content: '', toolCalls: [{ name: 'current_datetime', arguments: args }], usage: USAGE };
+      });
+      const input = `what time is it (${label})?`;
+      const before = await balance();
+      const res = await ask({ inputs: [input], requestArgs: { assistantId, ragIgnore: true } });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.deepEqual(res.json().outputs, ['It is noon.']);
+      assert.equal(await spent(before), 2 * PRICE);
+      const [rec] = await recordsOf(input);
+      assert.equal(rec!.tool_calls.length, 1);
+      assert.equal(rec!.tool_calls[0].tool, 'current_datetime');
+      assert.deepEqual(rec!.tool_calls[0].arguments, { timezone });
+    });
+  }
+
+  test('a tool-call name holding a NUL: 200, the call recorded under the name without it', async () => {
+    const assistantId = await clockAssistant('Clock with a broken name');
+    stub.setChatHandler(({ body }) => {
+      if (body.messages.at(-1).role === 'tool') return { content: `Tool said: ${body.messages.at(-1).content}`, usage: USAGE };
+      return { content: '', toolCalls: [{ name: 'clock\u0000', arguments: '{}' }], usage: USAGE };
+    });
+    const res = await ask({ inputs: ['nul tool name'], requestArgs: { assistantId, ragIgnore: true } });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json().outputs, ['Tool said: Error: unknown tool clock']);
+    const [rec] = await recordsOf('nul tool name');
+    assert.deepEqual(rec!.tool_calls, [{ tool: 'clock', arguments: {}, response: 'Error: unknown tool clock' }]);
+  });
+
+  test('a content of text parts is the text of its parts, in a completion and in streamed deltas (it was "[object Object]")', async () => {
+    stub.setChatHandler(() => ({ content: [{ type: 'text', text: 'Paris is ' }, { type: 'image_url', image_url: { url: 'x' } }, { type: 'text', text: 'the capital.' }], usage: USAGE }));
+    const res = await ask({ inputs: ['capital of France?'], requestArgs: { ragIgnore: true } });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json().outputs, ['Paris is the capital.']);
+
+    stub.setChatHandler(() => ({ content: '', deltas: [[{ type: 'text', text: 'Rome is ' }], [{ type: 'text', text: 'the capital' }, { type: 'text', text: ' of Italy.' }]], usage: USAGE }));
+    const socket = await sockets.open(base, token);
+    const stream = streamOf(socket);
+    const streamed = await ask({ id: 6, inputs: ['capital of Italy?'], requestArgs: { ragIgnore: true, socketId: socket.id } });
+    assert.equal(streamed.statusCode, 200, streamed.body);
+    assert.deepEqual(streamed.json().outputs, ['Rome is the capital of Italy.']);
+    assert.equal((await stream).map((e) => e.chunk).join(''), 'Rome is the capital of Italy.');
+  });
+
+  test('a content that is neither text nor text parts is an upstream failure: 502, nothing charged, the failed turn recorded', async () => {
+    for (const [input, content] of [
+      ['content an object', { text: 'not like this' }],
+      ['content a number', 42],
+    ] as const) {
+      stub.setChatHandler(() => ({ content, usage: USAGE }));
+      const before = await balance();
+      const res = await ask({ inputs: [input], requestArgs: { ragIgnore: true } });
+      assert.equal(res.statusCode, 502, res.body);
+      assert.equal(res.json().error.code, 'UPSTREAM_FAILED');
+      assert.equal(await balance(), before);
+      const records = await recordsOf(input);
+      assert.deepEqual(records.map((r) => [r.success, r.error_code]), [[false, 'UPSTREAM_FAILED']]);
+    }
+  });
+});
