@@ -1,7 +1,8 @@
 /**
  * What the model provider sends back (the answer, streamed deltas, the model name, tool calls) is text the
  * service stores: a NUL or a lone surrogate in it is dropped or made U+FFFD (Postgres refuses them), a
- * content of text parts is its text, and any other content is an upstream failure.
+ * content of text parts is its text, and any other content is an upstream failure. A database failure
+ * while the answer is saved is ours: a 500 that charges nothing, never the client's 400.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -184,5 +185,58 @@ describe('Q&A: the text a model provider sends is stored as the database can hol
       const records = await recordsOf(input);
       assert.deepEqual(records.map((r) => [r.success, r.error_code]), [[false, 'UPSTREAM_FAILED']]);
     }
+  });
+
+  describe('a database failure while the answer is saved', () => {
+    // The database refuses the successful record of one question (or every record of it) with the SQLSTATE of
+    // a NUL character, which the error handler would take for the client's bad input.
+    before(async () => {
+      await t.database.db.execute(sql.raw(`
+        create function refuse_test_history() returns trigger language plpgsql as $$
+        begin
+          if new.input = 'refused when saved' and new.success or new.input = 'refused always' then
+            raise exception 'test: this record cannot be stored' using errcode = '22P05';
+          end if;
+          return new;
+        end $$`));
+      await t.database.db.execute(sql.raw('create trigger refuse_test_history before insert on histories for each row execute function refuse_test_history()'));
+    });
+    after(async () => {
+      await t.database.db.execute(sql.raw('drop trigger refuse_test_history on histories'));
+      await t.database.db.execute(sql.raw('drop function refuse_test_history()'));
+    });
+
+    test('is a 500, never the client\'s 400; nothing is charged and the failed turn is recorded', async () => {
+      stub.setChatHandler(() => ({ content: 'an answer that will not be saved', usage: USAGE }));
+      const socket = await sockets.open(base, token);
+      const stream = streamOf(socket);
+      const before = await balance();
+      const res = await ask({ id: 8, inputs: ['refused when saved'], requestArgs: { ragIgnore: true, socketId: socket.id } });
+      assert.equal(res.statusCode, 500, res.body);
+      assert.deepEqual(res.json(), { success: false, message: 'The answer could not be produced; it was not charged', error: { code: 'INTERNAL', details: [] } });
+      const events = await stream;
+      assert.equal(events.slice(0, -1).map((e) => e.chunk).join(''), 'an answer that will not be saved');
+      assert.deepEqual(events.at(-1), { id: 8, chunk: '', index: events.length - 1, done: true, error: 'The answer could not be produced; it was not charged', usage: 20, credits: 0 });
+      assert.equal(await balance(), before);
+      const [rec, ...more] = await recordsOf('refused when saved');
+      assert.equal(more.length, 0);
+      assert.equal(rec!.success, false);
+      assert.equal(rec!.error_code, 'INTERNAL');
+      assert.equal(Number(rec!.credits), 0);
+      assert.equal(rec!.usage, 20);
+      assert.deepEqual((await ledgerOf(rec!.id)).map((l) => l.kind), ['release', 'reserve']);
+      assert.equal(Math.round((await ledgerOf(rec!.id)).reduce((sum, l) => sum + Number(l.delta), 0) * 10_000), 0);
+    });
+
+    test('when not even the failed turn can be recorded: a 500, and the reservation is still released whole', async () => {
+      stub.setChatHandler(() => ({ content: 'nowhere to go', usage: USAGE }));
+      const before = await balance();
+      const res = await ask({ inputs: ['refused always'], requestArgs: { ragIgnore: true } });
+      assert.equal(res.statusCode, 500, res.body);
+      assert.equal(res.json().error.code, 'INTERNAL');
+      assert.equal(await balance(), before);
+      assert.equal((await recordsOf('refused always')).length, 0);
+      assert.equal((await rowsOf(t.database.db, sql`select 1 from credit_reservations`)).length, 0, 'no reservation left open');
+    });
   });
 });

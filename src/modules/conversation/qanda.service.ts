@@ -221,9 +221,11 @@ export class QandaService {
     const now = () => ctx.clock.now();
     const balance = await reserveCredits(ctx.db, payer, reserved, auth.userId, historyId, now());
     if (balance === null) throw insufficientCredits(`Not enough credits for this request (it may cost up to ${toCredits(reserved)} credits)`);
-    // Until a settlement commits, the reservation is open. A failure that did not settle it (a database
-    // error, a history that cannot be saved, a bug) ends it on the way out: what completed model calls
-    // consumed is charged, the rest released. (A process killed meanwhile leaves it to the reservation sweep.)
+    // Until a settlement commits, the reservation is open. A failure that did not settle it ends it on the
+    // way out: a fault of ours (a database error, an answer that cannot be saved, a bug: 500) releases it
+    // whole, as the caller gets no answer to pay for (and would pay twice for the retry); a record deleted
+    // meanwhile (409) charges what completed model calls consumed. (A process killed meanwhile leaves it to
+    // the reservation sweep.)
     let open = true;
     /** what the completed model calls consumed, exactly (pricing.exactCost); charged as chargeUnits of it, rounded up once */
     let chargedExact = 0;
@@ -236,36 +238,38 @@ export class QandaService {
     const paid = () => ctx.auth.cache.invalidateUser(auth.userId);
     /** Sends the stream's last event with `error`, unless a last event was sent already (set once the stream exists). */
     let endStream: ((error: string, credits?: number) => void) | undefined;
-    try {
-      /** What a failed record keeps of the answer so far (a tool round that could not continue). */
-      type Partial = { outputs?: string[]; toolCalls?: ToolRecord[]; conversationModel?: string };
-      const fail = async (err: AppError, usage = 0, streamed = false, partial: Partial = {}) => {
-        // The model calls that completed are paid (a tool round before a failed call), the rest of the
-        // reservation released; with the failed record, in one commit.
-        await ctx.db.transaction(async (tx) => {
-          failedCharge = (await settleCredits(tx, payer, reserved, chargeUnits(chargedExact), auth.userId, historyId, now())).chargedUnits;
-          await historiesRepo.insertHistory(tx, {
-            ...record,
-            outputs: [],
-            ...partial,
-            success: false,
-            usage,
-            credits: toCredits(failedCharge),
-            errorCode: err.code,
-            errorMessage: err.message,
-            streamed,
-            queryDurationMs: Math.round(performance.now() - started),
-            createdAt: now(),
-            updatedAt: now(),
-          });
+    /** What the model calls of the answer used so far, and whether it streams: what a failed record says. */
+    let usage: TokenUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
+    let streaming = false;
+    /** What a failed record keeps of the answer so far (a tool round that could not continue). */
+    type Partial = { outputs?: string[]; toolCalls?: ToolRecord[]; conversationModel?: string };
+    const fail = async (err: AppError, used = 0, streamed = false, partial: Partial = {}, charge = chargeUnits(chargedExact)) => {
+      // The model calls that completed are paid (a tool round before a failed call), unless `charge` says
+      // otherwise, the rest of the reservation released; with the failed record, in one commit.
+      await ctx.db.transaction(async (tx) => {
+        failedCharge = (await settleCredits(tx, payer, reserved, charge, auth.userId, historyId, now())).chargedUnits;
+        await historiesRepo.insertHistory(tx, {
+          ...record,
+          outputs: [],
+          ...partial,
+          success: false,
+          usage: used,
+          credits: toCredits(failedCharge),
+          errorCode: err.code,
+          errorMessage: err.message,
+          streamed,
+          queryDurationMs: Math.round(performance.now() - started),
+          createdAt: now(),
+          updatedAt: now(),
         });
-        open = false;
-        // the reservation and its settlement moved the balance GET /api/user/me shows: the caller's cached row is
-        // dropped by `paid()`, once the stream's last event is out (dropping it makes the gateway check the caller's
-        // sockets again, and hold their events meanwhile)
-        return err;
-      };
-
+      });
+      open = false;
+      // the reservation and its settlement moved the balance GET /api/user/me shows: the caller's cached row is
+      // dropped by `paid()`, once the stream's last event is out (dropping it makes the gateway check the caller's
+      // sockets again, and hold their events meanwhile)
+      return err;
+    };
+    try {
       // ── content filter ──
       // the earlier answers the client sends back reach the model as the assistant's turns: checked with the inputs
       const verdict = await this.filter.check([...body.inputs, ...ownTurns.map((turn) => turn.output)], (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
@@ -277,6 +281,7 @@ export class QandaService {
 
       // ── model ──
       const sink: StreamSink | null = args.socketId ? await this.realtime.sinkFor(args.socketId, auth.userId) : null;
+      streaming = Boolean(sink);
       const streamId = body.id ?? 0;
       let index = 0;
       let streamingFailed = false;
@@ -299,7 +304,6 @@ export class QandaService {
       };
 
       let text = '';
-      let usage: TokenUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
       // a failure after the stream began (the payment's commit, a record that cannot be saved) still ends it
       endStream = (error, credits) => {
         if (!ended) emit('', true, { error, usage: usage.totalTokens, ...(credits === undefined ? {} : { credits }) });
@@ -442,19 +446,41 @@ export class QandaService {
         paid();
         throw closed;
       }
+      // the record's institution, account or user was deleted while the model answered: it cannot be saved
+      const deleted = isForeignKeyViolation(err);
+      const upstream = err instanceof UpstreamError || (err instanceof Error && err.name === 'UpstreamError');
+      // A fault of ours: a database error (also one whose SQLSTATE the error handler would take for bad input:
+      // the client's input was checked before the model was called), an answer that cannot be saved, a bug.
+      // (The answers this pipeline gives itself, 402, 422, 502, 503, are AppErrors, their settlement done.)
+      const ours = !deleted && !upstream && !(err instanceof AppError);
+      if (ours) ctx.log.error({ err, historyId }, 'the answer could not be produced or saved');
       let charged: number | undefined;
-      if (open) {
+      if (open && ours) {
+        // nothing is charged; the failed turn is recorded with the release when it can be (else the release alone)
+        const internal = new AppError(500, 'INTERNAL', 'The answer could not be produced');
+        await fail(internal, usage.totalTokens, streaming, {}, 0)
+          .catch(async (e: unknown) => {
+            ctx.log.error({ err: e, historyId }, 'the failed answer could not be recorded');
+            await settleCredits(ctx.db, payer, reserved, 0, auth.userId, historyId, now());
+            open = false;
+          })
+          .then(
+            () => (charged = 0),
+            (e: unknown) => ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be released after a failure'),
+          );
+      } else if (open) {
         await settleCredits(ctx.db, payer, reserved, chargeUnits(chargedExact), auth.userId, historyId, now()).then(
           (settled) => (charged = toCredits(settled.chargedUnits)),
           (e: unknown) => ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be settled after a failure'),
         );
       }
-      // the record's institution, account or user was deleted while the model answered: it cannot be saved
-      const failure = isForeignKeyViolation(err)
+      const failure = deleted
         ? new AppError(409, 'CONFLICT', 'The institution or user this answer belongs to was deleted while it was being generated; the answer was not saved')
-        : err;
+        : ours
+          ? new AppError(500, 'INTERNAL', charged === 0 ? 'The answer could not be produced; it was not charged' : 'The answer could not be produced')
+          : err;
       // the client streaming the answer learns that it ended, and how (the 502 and 402 paths sent theirs already)
-      endStream?.(failure instanceof AppError && failure.statusCode < 500 ? failure.message : 'The answer could not be produced', charged);
+      endStream?.(failure instanceof AppError && (failure.statusCode < 500 || ours) ? failure.message : 'The answer could not be produced', charged);
       if (charged !== undefined) paid();
       throw failure;
     }
