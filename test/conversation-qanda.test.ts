@@ -726,7 +726,7 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.deepEqual(rec!.outputs, ['still answered']);
   });
 
-  test('a model call failing after a tool round: 502, the completed round paid, the rest of the reservation released', async () => {
+  test('a model call failing after a tool round: 502, the completed round paid, the rest of the reservation released, the round kept on the failed record', async () => {
     const created = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(tok.userA1!), payload: { name: 'Tool then fail', assistantToolMode: 'all' } });
     assert.equal(created.statusCode, 201, created.body);
     stub.setChatHandler(({ body }) => {
@@ -746,7 +746,10 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     assert.equal(Math.round((await balance('institutions', w.a1.id)) * 10_000), Math.round((before - 0.625) * 10_000));
     const [rec] = await rowsOf<Record<string, any>>(t.database.db, sql`select * from histories where user_id = ${w.userA1.id} order by created_at desc, id desc limit 1`);
     assert.equal(rec!.success, false);
+    assert.equal(rec!.error_code, 'UPSTREAM_FAILED');
     assert.equal(Number(rec!.credits), 0.625);
+    // the paid round's call is on the record, as on the 402's
+    assert.deepEqual(rec!.tool_calls.map((c: { tool: string; arguments: unknown }) => [c.tool, c.arguments]), [['current_datetime', { timezone: 'UTC' }]]);
     const ledger = await ledgerOf(rec!.id);
     assert.deepEqual(ledger.map((l) => l.kind).sort(), ['charge', 'release', 'reserve', 'reserve']);
     assert.equal(Math.round(ledger.reduce((sum, l) => sum + Number(l.delta), 0) * 10_000), -6250);

@@ -37,9 +37,10 @@ const QANDA_DESCRIPTION =
   'has done true, chunk "" and usage, credits); credit payment (the actual cost rounded up to 0.0001 credit, the rest released); ' +
   'history record; response. ragOnly with no matching passage answers so without calling the model (nothing charged). Provider ' +
   'timeout, 5xx, a stream dropped mid-way or a message content that is neither text nor text parts: 502 UPSTREAM_FAILED, nothing ' +
-  'charged, record success false. What the provider sends is stored without NUL characters, a lone surrogate as U+FFFD, and a ' +
-  'content of text parts as their text. A failure of ours (the answer cannot be saved, a database error): 500 INTERNAL, nothing ' +
-  'charged (the reservation released whole), record success false when it can be written. A socket that disconnects ' +
+  'charged for the failed call, record success false (keeping the tool calls of rounds that completed and were paid). What the ' +
+  'provider sends is stored without NUL characters, a lone surrogate as U+FFFD, and a content of text parts as their text. A ' +
+  'failure of ours (the answer cannot be saved, a database error): 500 INTERNAL, nothing charged (the reservation released whole), ' +
+  'record success false when it can be written. A socket that disconnects ' +
   'mid-answer: streamingFailed true with streamingError, and outputs still hold the whole answer. An answer still running when its ' +
   'credit reservation is released as stale (2 hours without growing): 409 CONFLICT, nothing charged. An institution or user deleted ' +
   'while its answer is generated: 409 CONFLICT, the answer not saved, what the model consumed charged to the payer if it still exists. ' +

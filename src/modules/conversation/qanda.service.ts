@@ -340,7 +340,8 @@ export class QandaService {
             const failure = upstream ? upstreamFailed('The model provider failed; try again later') : stopped ? err : new AppError(500, 'INTERNAL', 'The answer could not be produced');
             // the last event says what the answer used and cost, as a successful one does (contract §6); it is
             // sent once the failure is settled (so its credits are the ones charged), and also if settling failed
-            throw await fail(failure, usage.totalTokens, Boolean(sink)).finally(() => {
+            // the record keeps the tool calls of the rounds that completed (and were paid), as the 402 path's does
+            throw await fail(failure, usage.totalTokens, Boolean(sink), { toolCalls: toolRecords, conversationModel: reportedModel }).finally(() => {
               emit('', true, { error: failure.message, usage: usage.totalTokens, ...(open ? {} : { credits: toCredits(failedCharge) }) });
               if (!open) paid();
             });
