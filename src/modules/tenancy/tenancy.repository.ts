@@ -131,9 +131,42 @@ export async function updateAccount(db: DbOrTx, id: string, patch: Partial<typeo
   return row;
 }
 
-export async function deleteAccount(db: DbOrTx, id: string): Promise<boolean> {
-  const rows = await db.delete(accounts).where(eq(accounts.id, id)).returning({ id: accounts.id });
-  return rows.length > 0;
+/**
+ * What a deletion did: whether the record existed, and the storage keys of the uploads that went with it
+ * (ON DELETE CASCADE removes their rows, not their bytes: the caller deletes those from the blob storage
+ * once the transaction has committed).
+ */
+export interface Deletion {
+  deleted: boolean;
+  storageKeys: string[];
+}
+
+/** Storage keys of the uploads matching `where` (a condition on the uploads table). */
+async function uploadStorageKeys(db: DbOrTx, where: SQL): Promise<string[]> {
+  const rows = await rowsOf<{ storage_key: string }>(db, sql`select storage_key from uploads where ${where}`);
+  return rows.map((r) => r.storage_key);
+}
+
+/**
+ * Deletes an account with everything in it (institutions, users, their uploads... by cascade). The account
+ * and its users are locked first: inserting an upload takes a key-share lock on its account and owner rows
+ * (foreign keys), so once they are locked no upload can be added, and the keys read next are all of those
+ * the cascade removes (the account's uploads, and those its users own in other accounts).
+ */
+export async function deleteAccount(db: DbOrTx, id: string): Promise<Deletion> {
+  return db.transaction(async (tx) => {
+    const [locked] = await rowsOf<{ id: string }>(tx, sql`select id from accounts where id = ${id} for update`);
+    if (!locked) return { deleted: false, storageKeys: [] };
+    await rowsOf(tx, sql`select id from users where account_id = ${id} order by id for update`);
+    const storageKeys = await uploadStorageKeys(
+      tx,
+      sql`account_id = ${id}
+          or owner_user_id in (select id from users where account_id = ${id})
+          or institution_id in (select id from institutions where account_id = ${id})`,
+    );
+    const rows = await tx.delete(accounts).where(eq(accounts.id, id)).returning({ id: accounts.id });
+    return { deleted: rows.length > 0, storageKeys };
+  });
 }
 
 export interface AccountListFilter {
@@ -200,21 +233,30 @@ export async function updateInstitution(db: DbOrTx, id: string, patch: Partial<t
  * Deletes a holder of credits in one statement, with a `closed` ledger row taking its remaining balance off
  * the account's books: its earlier ledger rows stay (their holder set to null), so the account's ledger
  * still adds up to the balances it holds. The closing row names the deleted holder in ref_id.
+ * The holder is locked first and the storage keys of its uploads read before the delete, in the same
+ * transaction: inserting an upload takes a key-share lock on its owner and institution rows (foreign keys),
+ * so no upload can be added in between, and the keys are exactly those of the upload rows the cascade removes.
  */
-async function deleteHolder(db: DbOrTx, table: 'institutions' | 'users', id: string, actorUserId: string | null): Promise<boolean> {
-  const rows = await rowsOf<{ id: string }>(
-    db,
-    sql`with gone as (delete from ${sql.raw(table)} where id = ${id} returning id, account_id, credits),
-        closed as (
-          insert into credit_ledger (id, account_id, delta, kind, actor_user_id, ref_id, note)
-          select ${newId()}, g.account_id, -g.credits, 'closed', ${actorUserId}, g.id, ${`balance of a deleted ${table === 'users' ? 'user' : 'institution'}`}
-            from gone g where g.credits <> 0)
-        select id from gone`,
-  );
-  return rows.length > 0;
+async function deleteHolder(db: DbOrTx, table: 'institutions' | 'users', id: string, actorUserId: string | null): Promise<Deletion> {
+  return db.transaction(async (tx) => {
+    const [locked] = await rowsOf<{ id: string }>(tx, sql`select id from ${sql.raw(table)} where id = ${id} for update`);
+    if (!locked) return { deleted: false, storageKeys: [] };
+    const storageKeys = await uploadStorageKeys(tx, table === 'users' ? sql`owner_user_id = ${id}` : sql`institution_id = ${id}`);
+    const rows = await rowsOf<{ id: string }>(
+      tx,
+      sql`with gone as (delete from ${sql.raw(table)} where id = ${id} returning id, account_id, credits),
+          closed as (
+            insert into credit_ledger (id, account_id, delta, kind, actor_user_id, ref_id, note)
+            select ${newId()}, g.account_id, -g.credits, 'closed', ${actorUserId}, g.id, ${`balance of a deleted ${table === 'users' ? 'user' : 'institution'}`}
+              from gone g where g.credits <> 0)
+          select id from gone`,
+    );
+    return { deleted: rows.length > 0, storageKeys };
+  });
 }
 
-export async function deleteInstitution(db: DbOrTx, id: string, actorUserId: string | null = null): Promise<boolean> {
+/** Deletes an institution; its uploads go by cascade (their storage keys are returned: see Deletion). */
+export async function deleteInstitution(db: DbOrTx, id: string, actorUserId: string | null = null): Promise<Deletion> {
   return deleteHolder(db, 'institutions', id, actorUserId);
 }
 
@@ -248,9 +290,10 @@ export async function listInstitutions(db: DbOrTx, filter: InstitutionListFilter
 /**
  * The user's personal rows (sessions, memberships, memory, uploads, collections, histories, the assistants
  * they own, ...) go in the same statement by ON DELETE CASCADE: assistants must, since a null owner marks a
- * system assistant (migration 0016).
+ * system assistant (migration 0016). Every upload they own goes, whatever its scope (personal, instance or
+ * account): their storage keys are returned (see Deletion).
  */
-export async function deleteUser(db: DbOrTx, id: string, actorUserId: string | null = null): Promise<boolean> {
+export async function deleteUser(db: DbOrTx, id: string, actorUserId: string | null = null): Promise<Deletion> {
   return deleteHolder(db, 'users', id, actorUserId);
 }
 

@@ -3,6 +3,7 @@ import type { AppContext } from '../../context.js';
 import { authOf, requirePermission, SECURED } from '../../http/auth.js';
 import { absentBodyIsEmpty, type App } from '../../http/types.js';
 import { idempotent, REPLAYED_HEADER, type KeyedRequest } from '../../platform/idempotency.js';
+import { createBlobStorage } from '../../providers/storage/index.js';
 import { errorResponses, IDEMPOTENCY_NOTE, IdempotencyHeaders, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import {
   AccountResponse,
@@ -41,7 +42,7 @@ const CREDIT_KEY_STALE_MS = 5 * 60_000;
 
 /** Admin management of accounts, institutions, users, memberships and credits (contract §2). */
 export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyService> {
-  const service = new TenancyService(ctx);
+  const service = new TenancyService(ctx, createBlobStorage(ctx.config));
   /** Runs a credit movement under the request's Idempotency-Key: a retried top-up or transfer moves credits once. */
   const keyedCredits = async <T>(request: FastifyRequest, reply: FastifyReply, target: unknown, run: (keyed: KeyedRequest<T> | null) => Promise<T>) => {
     const key = request.headers['idempotency-key'];
@@ -113,7 +114,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
       schema: {
         tags,
         summary: 'Delete an account with its institutions, users and their data',
-        description: `Superadmin only (accounts.delete). A superadmin cannot delete the account it belongs to (403). ${SCOPE_NOTE}`,
+        description:
+          'Superadmin only (accounts.delete). A superadmin cannot delete the account it belongs to (403). The vault files that go with the ' +
+          `account (its own, and those its users uploaded anywhere) go from the file storage too, once the deletion is committed (best effort: a failure is logged). ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },
@@ -234,7 +237,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
       schema: {
         tags,
         summary: 'Delete an institution with its enrolments and data',
-        description: `Needs institutions.delete (superadmin, account admin of its account). ${SCOPE_NOTE}`,
+        description:
+          'Needs institutions.delete (superadmin, account admin of its account). Its vault files go from the file storage too, once the ' +
+          `deletion is committed (best effort: a failure is logged). ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },
@@ -365,6 +370,7 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         description:
           `Needs users.delete (superadmin, account admin of the user's account; only a superadmin deletes a superadmin; same reach rules as PATCH). Nobody deletes themselves (403). ` +
           "Goes with the user: their sessions, enrolments, memory parameters, vault files and collections, history records and every assistant they own (private, institution_shared or personal; system assistants have no owner and stay). " +
+          'Every vault file they uploaded goes, whatever its scope (personal, instance or account), its stored bytes with it once the deletion is committed (best effort: a failure is logged). ' +
           "Other users' history records made with one of those assistants are kept, with assistant null. " +
           `${SCOPE_NOTE}`,
         security: SECURED,

@@ -41,6 +41,7 @@ import { presentAccount, presentAdminUser, presentInstitution, presentInstitutio
 import * as repo from './tenancy.repository.js';
 import type { AccountsListInput, CreateInstitutionInput, CreateUserInput, PatchInstitutionInput, PatchUserInput } from './tenancy.schemas.js';
 import { searchTerm } from '../../db/search.js';
+import type { BlobStorage } from '../../providers/storage/index.js';
 
 /** Request field → column of the institutions table, for every settable institution field. */
 const INSTITUTION_COLUMNS = {
@@ -196,11 +197,18 @@ const sideAccount = (side: TransferSide) => (side.kind === 'institution' ? side.
 /** Whether a patched value equals the stored one: null only equals null (String(null) is "null", a valid text value). */
 const sameValue = (a: unknown, b: unknown): boolean => (a === null || a === undefined || b === null || b === undefined ? (a ?? null) === (b ?? null) : String(a) === String(b));
 
+/** Stored files deleted at once after a user, institution or account deletion. */
+const STORAGE_DELETE_CONCURRENCY = 8;
+
 export class TenancyService {
   /** Refused e-mails per admin (row 9 of issue 7); in-process, like the other limits without REDIS_URL. */
   private readonly emailConflicts = new WindowCounter(HOUR_MS);
 
-  constructor(private readonly ctx: AppContext) {}
+  constructor(
+    private readonly ctx: AppContext,
+    /** Where the bytes of uploads live: a deleted user, institution or account takes its uploads' bytes with it. */
+    private readonly storage: BlobStorage,
+  ) {}
 
   private get allowHttpUrls(): boolean {
     return this.ctx.config.nodeEnv !== 'production';
@@ -212,6 +220,20 @@ export class TenancyService {
 
   private now(): Date {
     return this.ctx.clock.now();
+  }
+
+  /**
+   * After a deletion has committed: the bytes of the uploads whose rows went with it (ON DELETE CASCADE), as
+   * DELETE /api/user/files/{id} removes them. Best effort: a failure is logged, the deletion stands.
+   */
+  private async removeStoredFiles(keys: readonly string[], deleted: { kind: string; id: string }): Promise<void> {
+    for (let i = 0; i < keys.length; i += STORAGE_DELETE_CONCURRENCY) {
+      await Promise.all(
+        keys.slice(i, i + STORAGE_DELETE_CONCURRENCY).map((key) =>
+          this.storage.delete(key).catch((err: unknown) => this.ctx.log.warn({ err, key, [deleted.kind]: deleted.id }, 'could not remove the stored file of a deleted upload')),
+        ),
+      );
+    }
   }
 
   // ───────────── accounts ─────────────
@@ -267,11 +289,12 @@ export class TenancyService {
   async deleteAccount(auth: AuthContext, id: string): Promise<void> {
     const account = await this.loadAccount(id);
     assertAccountDelete(auth, account);
-    const deleted = await repo.deleteAccount(this.db, account.id);
+    const { deleted, storageKeys } = await repo.deleteAccount(this.db, account.id);
     this.ctx.auth.cache.invalidateAccount(account.id);
     if (!deleted) throw notFound('Account');
     // Its institutions went with it (cascade): caches drop every institution.
     await this.ctx.invalidation.publish('institution', { id: ALL_RECORDS });
+    await this.removeStoredFiles(storageKeys, { kind: 'accountId', id: account.id });
   }
 
   async listAccounts(auth: AuthContext, input: AccountsListInput) {
@@ -369,10 +392,11 @@ export class TenancyService {
   async deleteInstitution(auth: AuthContext, id: string): Promise<void> {
     const institution = await this.loadInstitution(id);
     assertInstitution(auth, 'institutions.delete', institution);
-    const deleted = await repo.deleteInstitution(this.db, institution.id, auth.userId);
+    const { deleted, storageKeys } = await repo.deleteInstitution(this.db, institution.id, auth.userId);
     this.ctx.auth.cache.invalidateInstitution(institution.id); // its memberships are gone
     if (!deleted) throw notFound('Institution');
     await this.ctx.invalidation.publish('institution', { id: institution.id });
+    await this.removeStoredFiles(storageKeys, { kind: 'institutionId', id: institution.id });
   }
 
   async listInstitutions(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; search?: string }) {
@@ -513,10 +537,11 @@ export class TenancyService {
   async deleteUser(auth: AuthContext, id: string): Promise<void> {
     const { user, memberships } = await this.loadUser(id);
     assertUserDelete(auth, user, memberships);
-    const deleted = await repo.deleteUser(this.db, user.id, auth.userId);
+    const { deleted, storageKeys } = await repo.deleteUser(this.db, user.id, auth.userId);
     this.ctx.auth.cache.invalidateUser(user.id);
     if (!deleted) throw notFound('User');
     await this.ctx.invalidation.publish('user', { id: user.id });
+    await this.removeStoredFiles(storageKeys, { kind: 'userId', id: user.id });
   }
 
   async listUsers(auth: AuthContext, query: { page?: number; pageSize?: number; account?: string; institution?: string; search?: string }) {
