@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { eq } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import { sessions, users } from '../src/db/schema.js';
 import { listOutboxMessages } from '../src/providers/mail/outbox.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
@@ -112,5 +112,44 @@ describe('identity and tenancy: rights and session rules', () => {
       assert.equal(res.statusCode, 404, `${who}: ${res.body}`);
       assert.equal(res.json().error.code, 'NOT_FOUND');
     }
+  });
+
+  // ───────────── self-disable and the last superadmin ─────────────
+
+  const activeSuperadmins = async () =>
+    (await t.database.db.select({ id: users.id }).from(users).where(and(eq(users.role, 'superadmin'), eq(users.status, 'active')))).map((r) => r.id).sort();
+
+  test('nobody disables themselves (403, as nobody deletes themselves): the account admin keeps its session and stays active', async () => {
+    const admin = await makeUser(t.database, { accountId: w.accountB.id, role: 'accountadmin' });
+    const token = (await login(t.app, admin.email)).accessToken;
+    const res = await inj('PATCH', `/api/admin/user/${admin.id}`, token, { status: 'disabled' });
+    assert.equal(res.statusCode, 403, res.body);
+    assert.equal(res.json().error.code, 'FORBIDDEN');
+    assert.equal((await inj('GET', '/api/user/me', token)).statusCode, 200);
+    const [row] = await t.database.db.select({ status: users.status }).from(users).where(eq(users.id, admin.id));
+    assert.equal(row!.status, 'active');
+    // a superadmin neither
+    const root = await makeUser(t.database, { accountId: w.accountA.id, role: 'superadmin' });
+    const rootToken = (await login(t.app, root.email)).accessToken;
+    const own = await inj('PATCH', `/api/admin/user/${root.id}`, rootToken, { status: 'disabled' });
+    assert.equal(own.statusCode, 403, own.body);
+    // another admin still disables them
+    assert.equal((await inj('PATCH', `/api/admin/user/${root.id}`, tok.superadmin!, { status: 'disabled' })).json().data.status, 'disabled');
+  });
+
+  // The count is read under a row lock (lockActiveSuperadmins) so that two superadmins demoting each other at
+  // once on PostgreSQL cannot both pass; PGlite runs one statement at a time, so no test here can show that
+  // lock (and over HTTP the second request is refused by the role gate anyway once the first has committed).
+  test('the last active superadmin cannot be demoted (403): the platform keeps one; with another one left, a superadmin steps down', async () => {
+    const second = await makeUser(t.database, { accountId: w.accountB.id, role: 'superadmin' });
+    const secondToken = (await login(t.app, second.email)).accessToken;
+    assert.deepEqual(await activeSuperadmins(), [w.superadmin.id, second.id].sort(), 'two active superadmins (the one of the previous test is disabled)');
+    const stepDown = await inj('PATCH', `/api/admin/user/${second.id}`, secondToken, { role: 'accountadmin' });
+    assert.equal(stepDown.statusCode, 200, stepDown.body);
+    assert.deepEqual(await activeSuperadmins(), [w.superadmin.id]);
+    const last = await inj('PATCH', `/api/admin/user/${w.superadmin.id}`, tok.superadmin!, { role: 'accountadmin' });
+    assert.equal(last.statusCode, 403, last.body);
+    assert.equal(last.json().error.code, 'FORBIDDEN');
+    assert.deepEqual(await activeSuperadmins(), [w.superadmin.id]);
   });
 });

@@ -272,6 +272,32 @@ export function assertUserDelete(p: Principal, user: TargetUser, userMemberships
 }
 
 /**
+ * Changing a user (PATCH /api/admin/user/{id}): users.edit with the reach of userWriteRefusal, and nobody
+ * disables themselves (the same lock-out as deleting oneself: every session ends, no login).
+ */
+export function assertUserUpdate(p: Principal, user: TargetUser, userMemberships: readonly UserMembershipRow[], change: { status?: string }): void {
+  assertUserWrite(p, 'users.edit', user, userMemberships);
+  if (user.id === p.userId && change.status === 'disabled') throw forbidden('You cannot disable yourself');
+}
+
+/** Whether a user change may take a superadmin away (a new role below superadmin, or disabling): see assertSuperadminRemains. */
+export function mayRemoveSuperadmin(change: { role?: string; status?: string }): boolean {
+  return (change.role !== undefined && change.role !== 'superadmin') || change.status === 'disabled';
+}
+
+/**
+ * The platform always keeps an active superadmin: it alone creates accounts, mints credits and changes a
+ * superadmin. `active` are the active superadmins, read and locked in the transaction of the change (so
+ * two concurrent changes cannot each leave the other as the last one); `leaving` names what the change
+ * takes away (a user demoted, disabled or deleted; an account deleted with its users). 403 when every
+ * active superadmin would go.
+ */
+export function assertSuperadminRemains(active: ReadonlyArray<{ id: string; accountId: string }>, leaving: { userId?: string; accountId?: string }): void {
+  const goes = (s: { id: string; accountId: string }) => s.id === leaving.userId || s.accountId === leaving.accountId;
+  if (active.some(goes) && active.every(goes)) throw forbidden('The platform must keep an active superadmin: this change would leave none');
+}
+
+/**
  * Moving credits (POST /api/admin/credits/transfer): credits.transfer (account admins, superadmins);
  * each side must be a balance the caller holds power over: an institution with institutions.credits
  * (its account's admin) or a user with users.credits and the reach of PATCH /api/admin/user/{id}.

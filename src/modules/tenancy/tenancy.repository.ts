@@ -297,6 +297,16 @@ export async function deleteUser(db: DbOrTx, id: string, actorUserId: string | n
   return deleteHolder(db, 'users', id, actorUserId);
 }
 
+/**
+ * The active superadmins, locked (for update) until the end of the transaction: a change that could take
+ * the last one away reads them here, so a concurrent change of another superadmin waits and then reads
+ * the outcome (tenancy.policy assertSuperadminRemains).
+ */
+export async function lockActiveSuperadmins(db: DbOrTx): Promise<Array<{ id: string; accountId: string }>> {
+  const rows = await rowsOf<{ id: string; account_id: string }>(db, sql`select id, account_id from users where role = 'superadmin' and status = 'active' order by id for update`);
+  return rows.map((r) => ({ id: r.id, accountId: r.account_id }));
+}
+
 export interface UserListFilter {
   scope: RowScope;
   accountIds?: readonly string[];

@@ -115,8 +115,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         tags,
         summary: 'Delete an account with its institutions, users and their data',
         description:
-          'Superadmin only (accounts.delete). A superadmin cannot delete the account it belongs to (403). The vault files that go with the ' +
-          `account (its own, and those its users uploaded anywhere) go from the file storage too, once the deletion is committed (best effort: a failure is logged). ${SCOPE_NOTE}`,
+          'Superadmin only (accounts.delete). A superadmin cannot delete the account it belongs to (403), nor one whose deletion would leave ' +
+          'the platform without an active superadmin (403). The vault files that go with the account (its own, and those its users ' +
+          `uploaded anywhere) go from the file storage too, once the deletion is committed (best effort: a failure is logged). ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },
@@ -350,7 +351,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           'of its account whose every enrolment is a user enrolment in an institution it administers (someone who is an admin anywhere, ' +
           'or a member of an institution it does not administer, is out of reach: 403). ' +
           'role: an account admin grants at most accountadmin, an institution admin only user. status disabled ends every session of the ' +
-          `user at once; a new password also ends them. ${SCOPE_NOTE}`,
+          'user at once; a new password also ends them. Nobody disables themselves (403, as nobody deletes themselves). A change that ' +
+          'would leave the platform without an active superadmin (the last one demoted or disabled) is refused (403); the CLI ' +
+          `create-admin makes a superadmin outside the API. ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         body: PatchUserBody,
@@ -371,6 +374,7 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           `Needs users.delete (superadmin, account admin of the user's account; only a superadmin deletes a superadmin; same reach rules as PATCH). Nobody deletes themselves (403). ` +
           "Goes with the user: their sessions, enrolments, memory parameters, vault files and collections, history records and every assistant they own (private, institution_shared or personal; system assistants have no owner and stay). " +
           'Every vault file they uploaded goes, whatever its scope (personal, instance or account), its stored bytes with it once the deletion is committed (best effort: a failure is logged). ' +
+          'A deletion that would leave the platform without an active superadmin is refused (403). ' +
           "Other users' history records made with one of those assistants are kept, with assistant null. " +
           `${SCOPE_NOTE}`,
         security: SECURED,

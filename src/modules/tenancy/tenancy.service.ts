@@ -27,10 +27,13 @@ import {
   assertTransferSide,
   assertUserCreate,
   assertUserDelete,
+  assertSuperadminRemains,
   assertUserRead,
+  assertUserUpdate,
   assertUserWrite,
   limitsEmailProbes,
   listingScope,
+  mayRemoveSuperadmin,
   visibleMembership,
   type TransferSide,
 } from './tenancy.policy.js';
@@ -289,7 +292,10 @@ export class TenancyService {
   async deleteAccount(auth: AuthContext, id: string): Promise<void> {
     const account = await this.loadAccount(id);
     assertAccountDelete(auth, account);
-    const { deleted, storageKeys } = await repo.deleteAccount(this.db, account.id);
+    const { deleted, storageKeys } = await this.db.transaction(async (tx) => {
+      assertSuperadminRemains(await repo.lockActiveSuperadmins(tx), { accountId: account.id });
+      return repo.deleteAccount(tx, account.id);
+    });
     this.ctx.auth.cache.invalidateAccount(account.id);
     if (!deleted) throw notFound('Account');
     // Its institutions went with it (cascade): caches drop every institution.
@@ -513,7 +519,7 @@ export class TenancyService {
 
   async updateUser(auth: AuthContext, id: string, input: PatchUserInput) {
     const { user, memberships } = await this.loadUser(id);
-    assertUserWrite(auth, 'users.edit', user, memberships);
+    assertUserUpdate(auth, user, memberships, input);
     const patch: Partial<repo.UserRow> = profileChanges(input);
     if (input.role !== undefined && input.role !== user.role) {
       assertGrantable(auth, input.role, user.accountId);
@@ -524,6 +530,7 @@ export class TenancyService {
     const endSessions = (input.status === 'disabled' && user.status !== 'disabled') || input.password !== undefined;
     const now = this.now();
     const updated = await this.db.transaction(async (tx) => {
+      if (mayRemoveSuperadmin(patch)) assertSuperadminRemains(await repo.lockActiveSuperadmins(tx), { userId: user.id });
       const row = Object.keys(patch).length > 0 ? await updateUser(tx, user.id, patch, now) : user;
       if (endSessions) await endCredentials(tx, user.id, input.password !== undefined ? 'password-reset-by-admin' : 'user-disabled', now);
       return row;
@@ -537,7 +544,10 @@ export class TenancyService {
   async deleteUser(auth: AuthContext, id: string): Promise<void> {
     const { user, memberships } = await this.loadUser(id);
     assertUserDelete(auth, user, memberships);
-    const { deleted, storageKeys } = await repo.deleteUser(this.db, user.id, auth.userId);
+    const { deleted, storageKeys } = await this.db.transaction(async (tx) => {
+      if (user.role === 'superadmin') assertSuperadminRemains(await repo.lockActiveSuperadmins(tx), { userId: user.id });
+      return repo.deleteUser(tx, user.id, auth.userId);
+    });
     this.ctx.auth.cache.invalidateUser(user.id);
     if (!deleted) throw notFound('User');
     await this.ctx.invalidation.publish('user', { id: user.id });
