@@ -683,15 +683,18 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     expectError(await call('POST', '/api/admin/membership', tok.instAdminA1, { user: w.accountAdminA.id, institution: w.a1.id, role: 'user' }), 403, 'FORBIDDEN');
     // users of another tenant: not visible → 404
     expectError(await call('POST', '/api/admin/membership', tok.instAdminA1, { user: w.userB1.id, institution: w.a1.id, role: 'user' }), 404, 'NOT_FOUND');
-    // a user of account B enrolled in A1 by the superadmin is visible to the A1 admin, but it still cannot touch them
+    // a user of account B enrolled in A1 by the superadmin is visible to the A1 admin, who cannot raise them ...
     const crossed = await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.b1.id]: 'user' } });
     assert.equal((await call('POST', '/api/admin/membership', tok.root, { user: crossed.id, institution: w.a1.id, role: 'user' })).statusCode, 201);
     expectError(await call('POST', '/api/admin/membership', tok.instAdminA1, { user: crossed.id, institution: w.a1.id, role: 'admin' }), 403, 'FORBIDDEN');
-    expectError(await call('DELETE', '/api/admin/membership', tok.instAdminA1, { user: crossed.id, institution: w.a1.id }), 403, 'FORBIDDEN');
     expectError(await call('POST', '/api/admin/membership', tok.adminA, { user: crossed.id, institution: w.a1.id, role: 'admin' }), 403, 'FORBIDDEN');
     // ... and the account admin of B does not see A1 in that user's record
     const seenByB = (await call('GET', `/api/admin/user/${crossed.id}`, tok.adminB)).json().data;
     assert.deepEqual(seenByB.memberships, [{ institution: w.b1.id, role: 'user' }]);
+    // ... but may end their plain enrolment in its own institution (an outsider is kept out, not let in); gone from A1,
+    // the user is out of its sight again (404), and cannot be enrolled back
+    assert.equal((await call('DELETE', '/api/admin/membership', tok.instAdminA1, { user: crossed.id, institution: w.a1.id })).statusCode, 200);
+    expectError(await call('POST', '/api/admin/membership', tok.instAdminA1, { user: crossed.id, institution: w.a1.id, role: 'user' }), 404, 'NOT_FOUND');
 
     const removed = await call('DELETE', '/api/admin/membership', tok.instAdminA1, { user: u.id, institution: w.a1.id });
     assert.equal(removed.statusCode, 200);

@@ -22,7 +22,7 @@ describe('identity and tenancy: rights and session rules', () => {
   });
   after(() => t.close());
 
-  const inj = (method: 'GET' | 'POST' | 'PATCH', url: string, token: string, payload?: Record<string, unknown>) =>
+  const inj = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, token: string, payload?: Record<string, unknown>) =>
     t.app.inject({ method, url, headers: bearer(token), ...(payload ? { payload } : {}) });
   const refresh = (refreshToken: string) => t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken } });
 
@@ -151,5 +151,29 @@ describe('identity and tenancy: rights and session rules', () => {
     assert.equal(last.statusCode, 403, last.body);
     assert.equal(last.json().error.code, 'FORBIDDEN');
     assert.deepEqual(await activeSuperadmins(), [w.superadmin.id]);
+  });
+
+  // ───────────── enrolments of users of another account ─────────────
+
+  test("the account admin of B ends the enrolment of a user of another account in B's institution", async () => {
+    const adminB = (await login(t.app, w.accountAdminB.email)).accessToken;
+    const outsider = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    assert.equal((await inj('POST', '/api/admin/membership', tok.superadmin!, { user: outsider.id, institution: w.b1.id, role: 'user' })).statusCode, 201);
+    const res = await inj('DELETE', '/api/admin/membership', adminB, { user: outsider.id, institution: w.b1.id });
+    assert.equal(res.statusCode, 200, res.body);
+    const left = (await inj('GET', `/api/admin/user/${outsider.id}`, tok.superadmin!)).json().data.memberships;
+    assert.deepEqual(left, [{ institution: w.a1.id, role: 'user' }]);
+  });
+
+  test("the account admin of B demotes a user of another account from admin of B's institution, and cannot make them admin again", async () => {
+    const adminB = (await login(t.app, w.accountAdminB.email)).accessToken;
+    const outsider = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    assert.equal((await inj('POST', '/api/admin/membership', tok.superadmin!, { user: outsider.id, institution: w.b1.id, role: 'admin' })).statusCode, 201);
+    const res = await inj('POST', '/api/admin/membership', adminB, { user: outsider.id, institution: w.b1.id, role: 'user' });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(res.json().data.role, 'user');
+    const raised = await inj('POST', '/api/admin/membership', adminB, { user: outsider.id, institution: w.b1.id, role: 'admin' });
+    assert.equal(raised.statusCode, 403, raised.body);
+    assert.equal(raised.json().error.code, 'FORBIDDEN');
   });
 });

@@ -95,9 +95,11 @@ export function assertUserWrite(p: Principal, permission: Permission, user: Targ
 
 /**
  * Enrolling a user in an institution, changing or ending the enrolment: memberships.edit on the
- * institution; the user must be visible; except for a superadmin, the user must belong to the
- * institution's account. Account-level admins (of the institution's account) manage any enrolment
- * in it. An institution admin:
+ * institution; the user must be visible. Except for a superadmin, a user of another account is never
+ * enrolled nor raised (a new enrolment, or `user` → `admin`); an existing enrolment of such a user (made
+ * by a superadmin) may still be ended or lowered by those who administer the institution, under the
+ * rules below: they keep control over who is in their institution. Account-level admins (of the
+ * institution's account) manage any enrolment in it. An institution admin:
  * - may enrol a plain user as a member (`user`), even one enrolled elsewhere: that gives no power
  *   over them (see userWriteRefusal);
  * - may end the plain (`user`) enrolment of a plain user in its institution;
@@ -115,11 +117,12 @@ export function assertMembershipWrite(
   assertInstitution(p, 'memberships.edit', institution);
   if (!seesUser(p, user, userMemberships)) throw notFound('User');
   if (p.role === 'superadmin') return;
-  if (user.accountId !== institution.accountId) throw forbidden('Users of another account cannot be enrolled in this institution');
+  const current = userMemberships.find((m) => m.institutionId === institution.id);
+  const grants = role !== undefined && (current === undefined || (role === 'admin' && current.role !== 'admin'));
+  if (grants && user.accountId !== institution.accountId) throw forbidden('Users of another account cannot be enrolled in this institution');
   if (user.role === 'superadmin') throw forbidden('Only a superadmin may change a superadmin');
   if (canInAccount(p, 'memberships.edit', institution.accountId)) return;
   if (user.role !== 'user') throw forbidden('Institution admins may only change the enrolments of plain users');
-  const current = userMemberships.find((m) => m.institutionId === institution.id);
   if (current?.role === 'admin') throw forbidden('Only account admins may change or end the enrolment of an institution admin');
   if (role === 'admin') {
     // The user as it would be once enrolled: the caller must hold power over all of it.

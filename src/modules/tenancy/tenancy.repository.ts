@@ -340,15 +340,19 @@ export interface UserMembershipRow {
   accountId: string;
 }
 
-/** Memberships of several users, with the account of each institution. */
-export async function membershipsOfUsers(db: DbOrTx, userIds: readonly string[]): Promise<UserMembershipRow[]> {
+/**
+ * Memberships of several users, with the account of each institution. `lock`: the membership rows are
+ * locked (for update) until the end of the transaction, so a decision taken on them holds for its change.
+ */
+export async function membershipsOfUsers(db: DbOrTx, userIds: readonly string[], options: { lock?: boolean } = {}): Promise<UserMembershipRow[]> {
   if (userIds.length === 0) return [];
-  return db
+  const query = db
     .select({ userId: memberships.userId, institutionId: memberships.institutionId, role: memberships.role, accountId: institutions.accountId })
     .from(memberships)
     .innerJoin(institutions, eq(institutions.id, memberships.institutionId))
     .where(inList(memberships.userId, userIds))
     .orderBy(asc(memberships.createdAt), asc(memberships.institutionId));
+  return options.lock ? query.for('update', { of: memberships }) : query;
 }
 
 /** Institutions by id (to check a list given in a request). */

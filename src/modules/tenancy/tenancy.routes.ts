@@ -451,8 +451,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           'false receives its creditAward, moved from the institution\'s balance (two award ledger rows), once per user and institution ' +
           'ever: leaving and joining again pays nothing; an institution that cannot cover the award pays none (and pays it at a later ' +
           'enrolment once funded). ' +
-          'Needs memberships.edit on the institution. Except for a superadmin, the user must belong to ' +
-          "the institution's account (403). Account admins of the institution's account manage any enrolment there. An institution admin " +
+          'Needs memberships.edit on the institution. Except for a superadmin, a new enrolment or a raised role (user to admin) needs a ' +
+          "user of the institution's account (403); an existing enrolment of a user of another account (made by a superadmin) may still " +
+          "be lowered, or ended, by those who administer the institution. Account admins of the institution's account manage any enrolment there. An institution admin " +
           'enrols plain users as members, may not change or end the enrolment of a fellow admin (403), and grants admin only to a user ' +
           'it may change as a whole (see PATCH /api/admin/user/{id}). ' +
           SCOPE_NOTE,
@@ -474,7 +475,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
       schema: {
         tags,
         summary: 'End the enrolment of a user in an institution',
-        description: `Same permissions as POST. 404 when the user is not enrolled there. ${SCOPE_NOTE}`,
+        description:
+          'Same permissions as POST, as for a lowered role: those who administer the institution end any enrolment there, that of a user of ' +
+          `another account included (an institution admin: the user enrolments of plain users). 404 when the user is not enrolled there. ${SCOPE_NOTE}`,
         security: SECURED,
         body: MembershipDeleteBody,
         response: { 200: SuccessOnly, ...errorResponses(400, 401, 403, 404) },

@@ -8,7 +8,7 @@ import type { KeyedRequest } from '../../platform/idempotency.js';
 import { ALL_RECORDS } from '../../platform/invalidation.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import { endCredentials } from '../identity/credentials.js';
-import { findMembership, findUserByEmail, findUserById, updateUser } from '../identity/identity.repository.js';
+import { findUserByEmail, findUserById, updateUser } from '../identity/identity.repository.js';
 import { profileChanges } from '../identity/identity.service.js';
 import { hashPassword } from '../identity/passwords.js';
 import type { GlobalRole } from './permissions.js';
@@ -643,8 +643,14 @@ export class TenancyService {
 
   async enrol(auth: AuthContext, input: { user: string; institution: string; role: 'admin' | 'user' }) {
     const { institution, user } = await this.loadMembershipTarget(auth, input.user, input.institution, input.role);
-    const before = await findMembership(this.db, user.id, institution.id);
-    const { created } = await this.db.transaction((tx) => repo.upsertMembership(tx, user.id, institution.id, input.role));
+    const { created, before } = await this.db.transaction(async (tx) => {
+      // The decision rests on the enrolment as it is (an outsider's enrolment may be lowered, not created):
+      // taken again on the user's enrolments locked for this change, so one ended meanwhile is not re-created.
+      const locked = await repo.membershipsOfUsers(tx, [user.id], { lock: true });
+      assertMembershipWrite(auth, institution, user, locked, input.role);
+      const before = locked.find((m) => m.institutionId === institution.id);
+      return { ...(await repo.upsertMembership(tx, user.id, institution.id, input.role)), before };
+    });
     this.ctx.auth.cache.invalidateUser(user.id);
     const message = created ? 'Enrolled' : before?.role === input.role ? 'Unchanged' : 'Role changed';
     return { created, message, data: { user: user.id, institution: institution.id, role: input.role, created } };
