@@ -9,7 +9,9 @@ import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from '
  * Rights and session rules that a review against the contract found broken (each test fails on the code
  * before its fix): roles granted across accounts, refresh tokens reused after several rotations, the current
  * institution of a session, account-level fields set to the text "null", a cancelled MFA enrolment's code,
- * and a missing institution named by a superadmin.
+ * a missing institution named by a superadmin, admins disabling themselves or the platform losing its last
+ * superadmin, the enrolment of a user of another account that the institution's admins could not end, and
+ * a user's current institution shown to admins of another tenant.
  */
 describe('identity and tenancy: rights and session rules', () => {
   let t: TestApp;
@@ -175,5 +177,29 @@ describe('identity and tenancy: rights and session rules', () => {
     const raised = await inj('POST', '/api/admin/membership', adminB, { user: outsider.id, institution: w.b1.id, role: 'admin' });
     assert.equal(raised.statusCode, 403, raised.body);
     assert.equal(raised.json().error.code, 'FORBIDDEN');
+  });
+
+  // ───────────── a user's current institution in admin records ─────────────
+
+  test("an admin of another tenant never reads the id of an institution it cannot see as a user's current institution", async () => {
+    const adminB = (await login(t.app, w.accountAdminB.email)).accessToken;
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    assert.equal((await inj('POST', '/api/admin/membership', tok.superadmin!, { user: member.id, institution: w.b1.id, role: 'user' })).statusCode, 201);
+    assert.equal((await inj('GET', `/api/admin/institution/${w.a1.id}`, adminB)).statusCode, 404, 'A1 is invisible to B');
+
+    const read = await inj('GET', `/api/admin/user/${member.id}`, adminB);
+    assert.equal(read.statusCode, 200);
+    assert.deepEqual(read.json().data.memberships, [{ institution: w.b1.id, role: 'user' }]);
+    assert.equal(read.json().data.institution, null);
+    const list = await inj('GET', `/api/admin/users?institution=${w.b1.id}`, adminB);
+    assert.equal(list.statusCode, 200);
+    assert.equal(list.json().data.find((u: { _id: string }) => u._id === member.id).institution, null);
+    assert.ok(!list.body.includes(w.a1.id), 'the listing shows B the id of A1');
+    // those who see A1 read it
+    for (const token of [tok.superadmin!, tok.accountAdminA!]) assert.equal((await inj('GET', `/api/admin/user/${member.id}`, token)).json().data.institution, w.a1.id);
+    // once the member works in B1, B reads it
+    const memberToken = (await login(t.app, member.email)).accessToken;
+    assert.equal((await inj('POST', '/api/user/institution/switch', memberToken, { institution: w.b1.id })).statusCode, 200);
+    assert.equal((await inj('GET', `/api/admin/user/${member.id}`, adminB)).json().data.institution, w.b1.id);
   });
 });

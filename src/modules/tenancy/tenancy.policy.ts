@@ -186,6 +186,15 @@ export function visibleMembership(p: Principal, m: UserMembershipRow): boolean {
   return p.role === 'superadmin' || tenantAccountIds(p).has(m.accountId) || p.memberships.has(m.institutionId);
 }
 
+/**
+ * Whether a user record shows the caller the user's current institution (else `institution` is null): the
+ * same institutions as its enrolments (visibleMembership), so a user of another tenant enrolled in one of
+ * the caller's institutions never tells the caller the id of an institution it cannot see.
+ */
+export function visibleCurrentInstitution(p: Principal, institution: { id: string; accountId: string }): boolean {
+  return seesInstitution(p, institution); // the rule of visibleMembership: superadmin, one of its accounts, or enrolled there
+}
+
 // ───────────── decisions the service used to take itself (moved here: services ask, policies decide) ─────────────
 
 /** Creating an account: superadmins only (accounts.create). */

@@ -96,7 +96,10 @@ export function presentInstitution(i: InstitutionRow) {
   };
 }
 
-/** presentUser (never the password hash) plus the enrolments the caller may see. */
-export function presentAdminUser(u: UserRow, memberships: readonly UserMembershipRow[]) {
-  return { ...presentUser(u), memberships: memberships.map((m) => ({ institution: m.institutionId, role: m.role })) };
+/**
+ * presentUser (never the password hash) with, of the user's current institution and enrolments, only
+ * those the caller may see: the caller filters them (tenancy.policy), `institution` is null otherwise.
+ */
+export function presentAdminUser(u: UserRow, memberships: readonly UserMembershipRow[], institution: string | null) {
+  return { ...presentUser(u), institution, memberships: memberships.map((m) => ({ institution: m.institutionId, role: m.role })) };
 }

@@ -313,7 +313,8 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         description:
           'Superadmin: all; account admin: users of its account; institution admin: members of the institutions it administers. Filters: ' +
           'account (space-separated ids), institution (members of it), search (literal case-insensitive substring of e-mail, fname, lname). ' +
-          "Sorted by e-mail. memberships lists only institutions of the caller's accounts.",
+          "Sorted by e-mail. memberships lists only institutions of the caller's accounts (and those it is enrolled in); institution, the " +
+          "user's current institution, is null when it is not one of those (a superadmin sees all).",
         security: SECURED,
         querystring: UsersQuery,
         response: { 200: UsersListResponse, ...errorResponses(400, 401, 403) },
@@ -329,7 +330,10 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
       schema: {
         tags,
         summary: 'Read a user',
-        description: `Superadmin any; account admin the users of its account; institution admin the members of institutions it administers. ${SCOPE_NOTE}`,
+        description:
+          'Superadmin any; account admin the users of its account; institution admin the members of institutions it administers. ' +
+          "As in the listing, memberships and institution (the user's current institution, else null) show only institutions of the " +
+          `caller's accounts or that it is enrolled in. ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         response: { 200: AdminUserResponse, ...errorResponses(400, 401, 403, 404) },

@@ -34,6 +34,7 @@ import {
   limitsEmailProbes,
   listingScope,
   mayRemoveSuperadmin,
+  visibleCurrentInstitution,
   visibleMembership,
   type TransferSide,
 } from './tenancy.policy.js';
@@ -444,11 +445,29 @@ export class TenancyService {
     return { user, memberships };
   }
 
-  private present(auth: AuthContext, user: repo.UserRow, memberships: readonly repo.UserMembershipRow[]) {
-    return presentAdminUser(
-      user,
-      memberships.filter((m) => m.userId === user.id && visibleMembership(auth, m)),
-    );
+  /**
+   * Admin records of users: the enrolments and the current institution the caller may see (tenancy.policy
+   * visibleMembership, visibleCurrentInstitution), so that another tenant's institution ids never leak.
+   */
+  private async present(auth: AuthContext, users: readonly repo.UserRow[], memberships: readonly repo.UserMembershipRow[]) {
+    // the account of each current institution: known from the enrolments, else read (a current institution is normally one of them)
+    const accounts = new Map(memberships.map((m) => [m.institutionId, m.accountId]));
+    const unknown = [...new Set(users.map((u) => u.currentInstitutionId).filter((id): id is string => id !== null && !accounts.has(id)))];
+    for (const i of await repo.findInstitutions(this.db, unknown)) accounts.set(i.id, i.accountId);
+    return users.map((user) => {
+      const current = user.currentInstitutionId;
+      const accountId = current === null ? undefined : accounts.get(current);
+      return presentAdminUser(
+        user,
+        memberships.filter((m) => m.userId === user.id && visibleMembership(auth, m)),
+        current !== null && accountId !== undefined && visibleCurrentInstitution(auth, { id: current, accountId }) ? current : null,
+      );
+    });
+  }
+
+  private async presentOne(auth: AuthContext, user: repo.UserRow, memberships: readonly repo.UserMembershipRow[]) {
+    const [presented] = await this.present(auth, [user], memberships);
+    return presented!;
   }
 
   async createUser(auth: AuthContext, input: CreateUserInput) {
@@ -508,13 +527,13 @@ export class TenancyService {
       throw err;
     }
     const { user, memberships } = await this.loadUser(id);
-    return this.present(auth, user, memberships);
+    return this.presentOne(auth, user, memberships);
   }
 
   async getUser(auth: AuthContext, id: string) {
     const { user, memberships } = await this.loadUser(id);
     assertUserRead(auth, user, memberships);
-    return this.present(auth, user, memberships);
+    return this.presentOne(auth, user, memberships);
   }
 
   async updateUser(auth: AuthContext, id: string, input: PatchUserInput) {
@@ -538,7 +557,7 @@ export class TenancyService {
     // after the commit: a read between the invalidation and the commit would cache the old row again
     this.ctx.auth.cache.invalidateUser(user.id);
     if (!updated) throw notFound('User');
-    return this.present(auth, updated, memberships);
+    return this.presentOne(auth, updated, memberships);
   }
 
   async deleteUser(auth: AuthContext, id: string): Promise<void> {
@@ -565,7 +584,7 @@ export class TenancyService {
     );
     const memberships = await repo.membershipsOfUsers(this.db, rows.map((r) => r.id));
     return envelope(
-      rows.map((u) => this.present(auth, u, memberships)),
+      await this.present(auth, rows, memberships),
       total,
       page,
       pageSize,
