@@ -160,6 +160,27 @@ describe('admin management routes (accounts, institutions, users, memberships, c
     expectInvalid(await call('PATCH', `/api/admin/account/${w.accountA.id}`, tok.root, { name: '' }), 'name');
   });
 
+  test('account and institution names of invisible format characters only (zero-width spaces, joiners, bidi marks) are blank: 400, nothing changes', async () => {
+    const invisible = ['\u200b', ' \u200b\u200d ', '\u2060\u200e\u202e'];
+    const before = { account: (await findAccount(t.database.db, w.accountA.id))!.name, institution: (await findInstitution(t.database.db, w.a1.id))! };
+    for (const name of invisible) {
+      expectInvalid(await call('POST', '/api/admin/account', tok.root, { name }), 'name');
+      expectInvalid(await call('PATCH', `/api/admin/account/${w.accountA.id}`, tok.root, { name }), 'name');
+      expectInvalid(await call('POST', '/api/admin/institution', tok.root, { account: w.accountA.id, name, ainame: 'V' }), 'name');
+      expectInvalid(await call('POST', '/api/admin/institution', tok.root, { account: w.accountA.id, name: 'V', ainame: name }), 'ainame');
+      expectInvalid(await call('PATCH', `/api/admin/institution/${w.a1.id}`, tok.root, { name }), 'name');
+      expectInvalid(await call('PATCH', `/api/admin/institution/${w.a1.id}`, tok.root, { ainame: name }), 'ainame');
+    }
+    assert.equal((await findAccount(t.database.db, w.accountA.id))!.name, before.account);
+    const after = (await findInstitution(t.database.db, w.a1.id))!;
+    assert.deepEqual([after.name, after.ainame], [before.institution.name, before.institution.ainame]);
+    // a visible name keeps its joiners: only the blank check looks through them
+    const joined = await call('POST', '/api/admin/account', tok.root, { name: ' Caf\u00e9\u200dTeam ' });
+    assert.equal(joined.statusCode, 201, joined.body);
+    assert.equal(joined.json().data.name, 'Caf\u00e9\u200dTeam');
+    assert.equal((await call('DELETE', `/api/admin/account/${joined.json().data._id}`, tok.root)).statusCode, 200); // the listings below count accounts
+  });
+
   test('accounts listing: literal search, case-insensitive on name and managerEmail', async () => {
     const pct = await makeAccount(t.database, { name: 'Qx 100% Club', managerEmail: 'a@pct.test' });
     await makeAccount(t.database, { name: 'Qx 1000 Club', managerEmail: 'b@pct.test' });

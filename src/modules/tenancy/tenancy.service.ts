@@ -45,6 +45,7 @@ import { presentAccount, presentAdminUser, presentInstitution, presentInstitutio
 import * as repo from './tenancy.repository.js';
 import type { AccountsListInput, CreateInstitutionInput, CreateUserInput, PatchInstitutionInput, PatchUserInput } from './tenancy.schemas.js';
 import { searchTerm } from '../../db/search.js';
+import { visibleText } from '../vault/text.js';
 import type { BlobStorage } from '../../providers/storage/index.js';
 
 /** Request field → column of the institutions table, for every settable institution field. */
@@ -113,6 +114,14 @@ function checkUrlFields(input: PatchInstitutionInput, allowHttp: boolean): void 
   if (input.ltiContextIds?.some((id) => id.trim() === '' || id.trim() !== id)) throw badField('ltiContextIds', 'ltiContextIds must not hold blank ids or ids with surrounding spaces');
 }
 
+/**
+ * A name that would show as nothing: empty once invisible format characters (Unicode Cf: zero-width
+ * spaces, bidi marks, the BOM) are set aside and white space trimmed, as for the vault's collection names
+ * (vault/text.ts visibleText). Only the check: a name is stored as given, trimmed (a zero-width joiner
+ * inside a real name is part of it).
+ */
+const isBlankName = (value: string): boolean => visibleText(value) === '';
+
 function institutionColumns(input: PatchInstitutionInput): Partial<InstitutionRow> {
   const out: Record<string, unknown> = {};
   for (const [field, column] of Object.entries(INSTITUTION_COLUMNS)) {
@@ -120,8 +129,8 @@ function institutionColumns(input: PatchInstitutionInput): Partial<InstitutionRo
     if (value === undefined) continue;
     out[column] = typeof value === 'string' && (field === 'name' || field === 'ainame') ? value.trim() : value;
   }
-  if (typeof out.name === 'string' && out.name === '') throw badField('name', 'name must not be blank');
-  if (typeof out.ainame === 'string' && out.ainame === '') throw badField('ainame', 'ainame must not be blank');
+  if (typeof out.name === 'string' && isBlankName(out.name)) throw badField('name', 'name must not be blank');
+  if (typeof out.ainame === 'string' && isBlankName(out.ainame)) throw badField('ainame', 'ainame must not be blank');
   return out as Partial<InstitutionRow>;
 }
 
@@ -251,7 +260,7 @@ export class TenancyService {
   async createAccount(auth: AuthContext, input: { name: string; managerEmail?: string; status?: string }) {
     assertAccountCreate(auth);
     const name = input.name.trim();
-    if (!name) throw badField('name', 'name must not be blank');
+    if (isBlankName(name)) throw badField('name', 'name must not be blank');
     const now = this.now();
     const row = await repo.insertAccount(this.db, {
       id: newId(),
@@ -276,7 +285,7 @@ export class TenancyService {
     const patch: Partial<repo.AccountRow> = {};
     if (input.name !== undefined) {
       patch.name = input.name.trim();
-      if (!patch.name) throw badField('name', 'name must not be blank');
+      if (isBlankName(patch.name)) throw badField('name', 'name must not be blank');
     }
     if (input.managerEmail !== undefined) patch.managerEmail = input.managerEmail;
     if (input.status !== undefined) patch.status = input.status;
