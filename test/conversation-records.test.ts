@@ -292,6 +292,26 @@ describe('conversation records: histories, assistants, admin listings', () => {
       assert.equal(data.argument_5, 'a5');
     });
 
+    test("user_data.institution never names an institution of another tenant (an owner of another account enrolled here)", async () => {
+      // a user of account A, enrolled in b1 too (as a superadmin may do), makes an assistant in b1, then works in a1 again
+      const outsider = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'user' } });
+      const token = (await login(t.app, outsider.email)).accessToken;
+      const made = await create(token, { name: 'Outsider helper', institution: w.b1.id, institution_shared: true });
+      assert.equal(made.statusCode, 201, made.body);
+      const { updateUser } = await import('../src/modules/identity/identity.repository.js');
+      await updateUser(t.database.db, outsider.id, { currentInstitutionId: w.a1.id }, new Date());
+      const seenByB = (await get(tok.accountAdminB!, made.json().data._id)).json().data;
+      assert.equal(seenByB.user_data.email, outsider.email);
+      assert.equal(seenByB.user_data.institution, '');
+      const listed = (await t.app.inject({ method: 'POST', url: '/api/admin/assistants', headers: bearer(tok.accountAdminB!), payload: { pageSize: 5000 } })).json().data;
+      assert.deepEqual(listed.filter((a: any) => a.name === 'Outsider helper').map((a: any) => a.user_data.institution), ['']);
+      // within its own tenant the owner's current institution is shown as before (the shared helper's test above)
+      await updateUser(t.database.db, outsider.id, { currentInstitutionId: w.b1.id }, new Date());
+      assert.equal((await get(tok.accountAdminB!, made.json().data._id)).json().data.user_data.institution, w.b1.id);
+      // gone again: the listings' counts below are of the assistants made in `before`
+      assert.equal((await t.app.inject({ method: 'DELETE', url: `/api/user/assistant/${made.json().data._id}`, headers: bearer(token) })).statusCode, 200);
+    });
+
     test('visibility: shared and system to members, private to its owner, admin_only to admins, nothing across tenants', async () => {
       const other = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
       const otherTok = (await login(t.app, other.email)).accessToken;

@@ -25,7 +25,10 @@ export interface AssistantView extends AssistantRow {
   liked: boolean;
 }
 
-const VIEW_COLUMNS = sql`a.*, u.email as owner_email, u.fname as owner_fname, u.lname as owner_lname, u.current_institution_id as owner_institution_id,
+// the owner's current institution only when it is of the assistant's account: an owner of another account (enrolled
+// here by a superadmin) would otherwise tell this tenant the id of an institution of theirs
+const VIEW_COLUMNS = sql`a.*, u.email as owner_email, u.fname as owner_fname, u.lname as owner_lname,
+  (select oi.id from institutions oi where oi.id = u.current_institution_id and oi.account_id = a.account_id) as owner_institution_id,
   u.role as owner_role, i.name as institution_name, i.ainame as institution_ainame, i.status as institution_status, i.picture as institution_picture,
   ac.name as account_name, ac.status as account_status`;
 const VIEW_FROM = sql`assistants a join accounts ac on ac.id = a.account_id
