@@ -102,6 +102,8 @@ export interface ContentFilterConfig {
   terms: string[];
   /** Blocked regular expressions (case-insensitive), from the operator. */
   patterns: string[];
+  /** How long the patterns may take on one request's texts (they run in a worker thread); past it the request is refused. */
+  patternTimeoutMs?: number;
   /** A provider moderation call (OpenAI /moderations wire format) when a base URL is set. */
   moderationBaseUrl?: string;
   moderationApiKey?: string;
@@ -311,6 +313,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
   const contentFilter: ContentFilterConfig = {
     terms: listOf('CONTENT_FILTER_TERMS'),
     patterns: filterPatterns,
+    patternTimeoutMs: int('CONTENT_FILTER_TIMEOUT_MS', 1_000, 10, 60_000),
     moderationBaseUrl: url('MODERATION_BASE_URL'),
     moderationApiKey: str('MODERATION_API_KEY'),
     moderationModel: str('MODERATION_MODEL') ?? 'omni-moderation-latest',

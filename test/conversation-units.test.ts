@@ -1,4 +1,4 @@
-import { describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { ContentFilter } from '../src/modules/conversation/content-filter.js';
@@ -127,13 +127,39 @@ describe('pricing', () => {
 
 describe('content filter (local rules)', () => {
   const filter = new ContentFilter({ terms: ['drop table', 'bomb'], patterns: ['\\b\\d{3}-\\d{2}-\\d{4}\\b'], moderationModel: 'm', moderationTimeoutMs: 1000 });
-  test('terms match whole words, case-insensitively; patterns as given', () => {
-    assert.equal(filter.localVerdict(['How to build a BOMB?']).blocked, true);
-    assert.equal(filter.localVerdict(['please DROP TABLE users']).blocked, true);
-    assert.equal(filter.localVerdict(['a bombastic speech']).blocked, false);
-    assert.equal(filter.localVerdict(['my ssn is 123-45-6789']).blocked, true);
-    assert.equal(filter.localVerdict(['nothing here', 'fine']).blocked, false);
-    assert.equal(filter.localVerdict(['fine', 'then a bomb']).reason, 'blocked term');
+  after(() => filter.close());
+  test('terms match whole words, case-insensitively; patterns as given', async () => {
+    assert.equal((await filter.localVerdict(['How to build a BOMB?'])).blocked, true);
+    assert.equal((await filter.localVerdict(['please DROP TABLE users'])).blocked, true);
+    assert.equal((await filter.localVerdict(['a bombastic speech'])).blocked, false);
+    assert.deepEqual(await filter.localVerdict(['my ssn is 123-45-6789']), { blocked: true, reason: 'blocked pattern' });
+    assert.equal((await filter.localVerdict(['nothing here', 'fine'])).blocked, false);
+    assert.equal((await filter.localVerdict(['fine', 'then a bomb'])).reason, 'blocked term');
+  });
+  test("an operator's pattern that backtracks without bound runs off the request thread, is stopped at the bound and blocks (fails closed); the next request gets a new worker", async () => {
+    const bounded = new ContentFilter({ terms: [], patterns: ['^(a+)+$', '\\b\\d{3}-\\d{2}-\\d{4}\\b'], patternTimeoutMs: 200, moderationModel: 'm', moderationTimeoutMs: 1000 });
+    try {
+      const troubles: Error[] = [];
+      // 2^40 ways to split the a's: hours of backtracking on this thread
+      const pending = bounded.localVerdict(['a'.repeat(40) + 'b'], (err) => troubles.push(err));
+      let ticked = false;
+      setImmediate(() => (ticked = true));
+      assert.deepEqual(await pending, { blocked: true, reason: 'the content filter could not finish' });
+      assert.equal(ticked, true, 'the request thread ran other work while the pattern was tested');
+      assert.equal(troubles.length, 1);
+      assert.match(troubles[0]!.message, /CONTENT_FILTER_PATTERNS took more than 200 ms/);
+      // the worker stuck in the pattern was ended; the next tests run in a new one
+      assert.deepEqual(await bounded.localVerdict(['my ssn is 123-45-6789']), { blocked: true, reason: 'blocked pattern' });
+      assert.deepEqual(await bounded.localVerdict(['aaaa']), { blocked: true, reason: 'blocked pattern' });
+      assert.deepEqual(await bounded.localVerdict(['fine']), { blocked: false });
+      // several requests at once: each answered, in order, by the one worker
+      const verdicts = await Promise.all(['x', 'aaa', '123-45-6789 here', 'y'].map((text) => bounded.localVerdict([text])));
+      assert.deepEqual(verdicts.map((v) => v.blocked), [false, true, true, false]);
+    } finally {
+      await bounded.close();
+    }
+    // closed: nothing is tested any more, and the verdict fails closed
+    assert.deepEqual(await bounded.localVerdict(['fine']), { blocked: true, reason: 'the content filter could not finish' });
   });
   test('no moderation URL: only the local rules, no network', async () => {
     assert.deepEqual(await filter.check(['hello'], () => assert.fail('no moderation call expected')), { blocked: false });

@@ -1,4 +1,5 @@
 import type { ContentFilterConfig } from '../../config.js';
+import { BoundedPatterns } from './bounded-patterns.js';
 
 export interface FilterVerdict {
   blocked: boolean;
@@ -8,6 +9,8 @@ export interface FilterVerdict {
 
 /** Longest text the rules look at; a Q&A input is bounded far below this by its schema anyway. */
 const MAX_SCAN_CHARS = 200_000;
+/** CONTENT_FILTER_TIMEOUT_MS's default. */
+const PATTERN_TIMEOUT_MS = 1_000;
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/gu, '\\$&');
 
@@ -17,27 +20,45 @@ const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/gu, '\\$&');
  * regular expressions) and, when MODERATION_BASE_URL is set, a provider moderation call in the OpenAI
  * `/moderations` wire format. A moderation call that fails does not block (the local rules still ran)
  * and is logged by the caller: availability of the answer is preferred over a hard dependency.
+ *
+ * The terms become linear expressions of our own and run here. The operator's patterns may backtrack
+ * without bound on a crafted input, so they run in a worker thread within CONTENT_FILTER_TIMEOUT_MS
+ * (bounded-patterns.ts); a test that runs past it, or whose worker fails, blocks the request (fails
+ * closed: an input that defeats the filter's own evaluation is not let through), and the caller logs it.
  */
 export class ContentFilter {
-  private readonly rules: Array<{ re: RegExp; reason: string }>;
+  private readonly terms: RegExp[];
+  private readonly patterns: BoundedPatterns;
 
   constructor(private readonly config: ContentFilterConfig) {
-    this.rules = [
-      ...config.terms.map((t) => ({ re: new RegExp(`(?<![\\p{L}\\p{N}])${escapeRegExp(t.trim())}(?![\\p{L}\\p{N}])`, 'iu'), reason: 'blocked term' })),
-      ...config.patterns.map((p) => ({ re: new RegExp(p, 'iu'), reason: 'blocked pattern' })),
-    ];
+    this.terms = config.terms.map((t) => new RegExp(`(?<![\\p{L}\\p{N}])${escapeRegExp(t.trim())}(?![\\p{L}\\p{N}])`, 'iu'));
+    this.patterns = new BoundedPatterns(config.patterns, config.patternTimeoutMs ?? PATTERN_TIMEOUT_MS);
   }
 
-  localVerdict(texts: readonly string[]): FilterVerdict {
-    for (const text of texts) {
-      const scanned = text.length > MAX_SCAN_CHARS ? text.slice(0, MAX_SCAN_CHARS) : text;
-      for (const rule of this.rules) if (rule.re.test(scanned)) return { blocked: true, reason: rule.reason };
+  /** The local rules: the terms, then the operator's patterns (off this thread, bounded in time). */
+  async localVerdict(texts: readonly string[], onPatternTrouble: (err: Error) => void = () => undefined): Promise<FilterVerdict> {
+    const scanned = texts.map((text) => (text.length > MAX_SCAN_CHARS ? text.slice(0, MAX_SCAN_CHARS) : text));
+    for (const text of scanned) for (const term of this.terms) if (term.test(text)) return { blocked: true, reason: 'blocked term' };
+    try {
+      const outcome = await this.patterns.test(scanned);
+      if ('timedOut' in outcome) {
+        onPatternTrouble(new Error(`CONTENT_FILTER_PATTERNS took more than ${this.config.patternTimeoutMs ?? PATTERN_TIMEOUT_MS} ms on a request's texts (a pattern that backtracks); the request was refused`));
+        return { blocked: true, reason: 'the content filter could not finish' };
+      }
+      return outcome.match >= 0 ? { blocked: true, reason: 'blocked pattern' } : { blocked: false };
+    } catch (err) {
+      onPatternTrouble(err as Error);
+      return { blocked: true, reason: 'the content filter could not finish' };
     }
-    return { blocked: false };
   }
 
-  async check(texts: readonly string[], onModerationError: (err: unknown) => void): Promise<FilterVerdict> {
-    const local = this.localVerdict(texts);
+  /** Ends the patterns' worker thread (the app's close). */
+  close(): Promise<void> {
+    return this.patterns.close();
+  }
+
+  async check(texts: readonly string[], onModerationError: (err: unknown) => void, onPatternTrouble?: (err: Error) => void): Promise<FilterVerdict> {
+    const local = await this.localVerdict(texts, onPatternTrouble);
     if (local.blocked || !this.config.moderationBaseUrl) return local;
     try {
       return await this.moderate(texts);

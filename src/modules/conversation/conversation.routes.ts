@@ -65,6 +65,7 @@ export async function conversationRoutes(app: App, ctx: AppContext, realtime: Re
   const sweep = reservationSweep(ctx);
   app.addHook('onReady', async () => sweep.start());
   app.addHook('preClose', async () => sweep.stop());
+  app.addHook('onClose', async () => qanda.close());
   const assistants = new AssistantsService(ctx);
   const histories = new HistoriesService(ctx);
   const authenticated = requireAuth(ctx);

@@ -66,6 +66,11 @@ export class QandaService {
     this.filter = new ContentFilter(ctx.config.contentFilter);
   }
 
+  /** Ends what the service runs beside the requests (the content filter's worker thread). */
+  close(): Promise<void> {
+    return this.filter.close();
+  }
+
   /**
    * Answers a question. With an idempotency key (platform/idempotency.ts), a retry of a request that
    * succeeded gets its response again (`replayed`), without a model call or a charge.
@@ -272,7 +277,11 @@ export class QandaService {
     try {
       // ── content filter ──
       // the earlier answers the client sends back reach the model as the assistant's turns: checked with the inputs
-      const verdict = await this.filter.check([...body.inputs, ...ownTurns.map((turn) => turn.output)], (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'));
+      const verdict = await this.filter.check(
+        [...body.inputs, ...ownTurns.map((turn) => turn.output)],
+        (err) => ctx.log.warn({ err }, 'moderation call failed; local rules applied only'),
+        (err) => ctx.log.error({ err }, 'the content filter\'s patterns could not finish; the request was refused'),
+      );
       if (verdict.blocked) {
         const blocked = await fail(contentBlocked(`The input was blocked by the content filter (${verdict.reason})`));
         paid();
