@@ -11,7 +11,7 @@ import type { Socket as ClientSocket } from 'socket.io-client';
 import { rowsOf } from '../src/db/client.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
-import { ClientSockets, listenLocally, stubModelEnv, type StreamEvent } from './support/realtime.js';
+import { ClientSockets, listenLocally, streamOn, stubModelEnv } from './support/realtime.js';
 
 describe('Q&A: the text a model provider sends is stored as the database can hold it', () => {
   let t: TestApp;
@@ -45,19 +45,7 @@ describe('Q&A: the text a model provider sends is stored as the database can hol
   const PRICE = 0.03;
   const spent = async (before: number) => Math.round((before - (await balance())) * 10_000) / 10_000;
 
-  function streamOf(socket: ClientSocket): Promise<StreamEvent[]> {
-    const events: StreamEvent[] = [];
-    return new Promise((resolve) => {
-      const on = (e: StreamEvent) => {
-        events.push(e);
-        if (e.done) {
-          socket.off('RECEIVE_STREAM', on);
-          resolve(events);
-        }
-      };
-      socket.on('RECEIVE_STREAM', on);
-    });
-  }
+  const streamOf = (socket: ClientSocket) => streamOn(socket).done;
 
   async function clockAssistant(name: string): Promise<string> {
     const created = await t.app.inject({ method: 'POST', url: '/api/user/assistant', headers: bearer(token), payload: { name, assistantToolMode: 'all' } });

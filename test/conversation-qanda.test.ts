@@ -19,7 +19,7 @@ import { maxCostUnits, toCredits } from '../src/modules/conversation/pricing.js'
 import { countInputTokens, loadEncoding } from '../src/providers/llm/tokens.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeInstitution, makeUser, makeWorld, startTestApp, type TestApp } from './support/app.js';
-import { stubModelEnv, type StreamEvent } from './support/realtime.js';
+import { streamOn, stubModelEnv, type StreamEvent } from './support/realtime.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
@@ -75,20 +75,7 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
     return socket;
   }
 
-  function collect(socket: ClientSocket): { events: StreamEvent[]; done: Promise<StreamEvent[]> } {
-    const events: StreamEvent[] = [];
-    const done = new Promise<StreamEvent[]>((resolve) => {
-      const on = (e: StreamEvent) => {
-        events.push(e);
-        if (e.done) {
-          socket.off('RECEIVE_STREAM', on);
-          resolve(events);
-        }
-      };
-      socket.on('RECEIVE_STREAM', on);
-    });
-    return { events, done };
-  }
+  const collect = streamOn;
 
   const ask = (token: string, body: Record<string, unknown>, path: string = PATHS.classic) =>
     t.app.inject({ method: 'POST', url: path, headers: { 'x-access-token': token }, payload: body });

@@ -5,7 +5,8 @@ import type { OpenAiStub } from './openai-stub.js';
 import { templateBlob } from './template.js';
 
 /** A RECEIVE_STREAM event as a client receives it (contract §6). */
-export type { StreamChunk as StreamEvent } from '../../src/modules/realtime/gateway.js';
+import type { StreamChunk as StreamEvent } from '../../src/modules/realtime/gateway.js';
+export type { StreamEvent };
 
 /** The variables of an app whose model provider is the local OpenAI-wire stub, with generous rate limits; `extra` overrides. */
 export function stubModelEnv(stub: OpenAiStub, extra: Record<string, string> = {}): Record<string, string> {
@@ -71,3 +72,20 @@ export function endOf(socket: ClientSocket): Promise<{ message?: string; reason:
     socket.once('disconnect', (reason) => resolve({ message, reason }));
   });
 }
+
+/** The RECEIVE_STREAM events a socket gets: `events` as they come, `done` once the last one (done: true) is in. */
+export function streamOn(socket: ClientSocket): { events: StreamEvent[]; done: Promise<StreamEvent[]> } {
+  const events: StreamEvent[] = [];
+  const done = new Promise<StreamEvent[]>((resolve) => {
+    const on = (e: StreamEvent) => {
+      events.push(e);
+      if (e.done) {
+        socket.off('RECEIVE_STREAM', on);
+        resolve(events);
+      }
+    };
+    socket.on('RECEIVE_STREAM', on);
+  });
+  return { events, done };
+}
+
