@@ -16,7 +16,7 @@ import { freePort, startServer, stopProcess } from '../bench/support.js';
 import { buildApp, type App } from '../src/app.js';
 import { rowsOf } from '../src/db/client.js';
 import { mfaChallenges, sessions } from '../src/db/schema.js';
-import { bearer, login, makeAccount, makeInstitution, makeUser, startTestApp, testConfig, type TestApp } from './support/app.js';
+import { bearer, enrolMfa, login, makeAccount, makeInstitution, makeUser, startTestApp, testConfig, type TestApp } from './support/app.js';
 import { CuttableProxy } from './support/cuttable-proxy.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { preparedDataDir } from './support/server-process.js';
@@ -70,16 +70,7 @@ describe('fault: the SMTP server is down (MFA enrolment and login)', () => {
       const user = await makeUser(t.database, { accountId: account.id });
       const { accessToken } = await login(t.app, user.email);
       // enrol while the mail works
-      await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { mfaEnabled: true } });
-      const enrol = await t.app.inject({ method: 'POST', url: '/api/user/me/mfa-enroll', headers: bearer(accessToken) });
-      assert.equal(enrol.statusCode, 200, enrol.body);
-      const verified = await t.app.inject({
-        method: 'POST',
-        url: '/api/user/me/mfa-verify',
-        headers: bearer(accessToken),
-        payload: { challengeId: enrol.json().challengeId, code: smtp.codeOf(smtp.received.at(-1)!) },
-      });
-      assert.equal(verified.statusCode, 200, verified.body);
+      await enrolMfa(t.app, accessToken, () => smtp.codeOf(smtp.received.at(-1)!));
 
       await smtp.down();
       const sessionsBefore = (await t.database.db.select().from(sessions).where(eq(sessions.userId, user.id))).length;

@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { listOutboxMessages } from '../src/providers/mail/outbox.js';
-import { bearer, login, makeAccount, makeInstitution, makeUser, PASSWORD, startTestApp, type TestApp } from './support/app.js';
+import { enrolMfa, login, makeAccount, makeInstitution, makeUser, PASSWORD, startTestApp, type TestApp } from './support/app.js';
 
 /** A trusted-device cookie that is not of the issued shape is no cookie: never a 400, never a code used up for nothing. */
 describe('mfa: malformed trusted-device cookies', () => {
@@ -23,16 +23,7 @@ describe('mfa: malformed trusted-device cookies', () => {
   async function enrolledUser() {
     const user = await makeUser(t.database, { accountId, memberships: { [institutionId]: 'user' } });
     const { accessToken } = await login(t.app, user.email);
-    assert.equal((await t.app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { mfaEnabled: true } })).statusCode, 200);
-    const started = await t.app.inject({ method: 'POST', url: '/api/user/me/mfa-enroll', headers: bearer(accessToken) });
-    assert.equal(started.statusCode, 200, started.body);
-    const verified = await t.app.inject({
-      method: 'POST',
-      url: '/api/user/me/mfa-verify',
-      headers: bearer(accessToken),
-      payload: { challengeId: started.json().challengeId, code: await lastCode(user.email) },
-    });
-    assert.equal(verified.statusCode, 200, verified.body);
+    await enrolMfa(t.app, accessToken, () => lastCode(user.email));
     return { user, accessToken };
   }
 

@@ -129,6 +129,17 @@ export async function login(app: App, email: string, password: string = PASSWORD
 
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
+/** Turns MFA on for the caller through the API (PATCH me, enrol, verify with the e-mailed code `codeOf` reads); the verify answer. */
+export async function enrolMfa(app: App, accessToken: string, codeOf: () => Promise<string> | string) {
+  const asked = await app.inject({ method: 'PATCH', url: '/api/user/me', headers: bearer(accessToken), payload: { mfaEnabled: true } });
+  if (asked.statusCode !== 200) throw new Error(`mfaEnabled: ${asked.statusCode} ${asked.body}`);
+  const started = await app.inject({ method: 'POST', url: '/api/user/me/mfa-enroll', headers: bearer(accessToken) });
+  if (started.statusCode !== 200) throw new Error(`mfa-enroll: ${started.statusCode} ${started.body}`);
+  const verified = await app.inject({ method: 'POST', url: '/api/user/me/mfa-verify', headers: bearer(accessToken), payload: { challengeId: started.json().challengeId, code: await codeOf() } });
+  if (verified.statusCode !== 200) throw new Error(`mfa-verify: ${verified.statusCode} ${verified.body}`);
+  return verified;
+}
+
 /**
  * A small world most tests need: two accounts; account A with institutions A1, A2; account B with B1;
  * a superadmin, an account admin of A, an institution admin of A1, plain users in A1 and B1.
