@@ -59,14 +59,17 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
     this.sub.on('error', onError);
     this.sub.on('message', (channel: string, text: string) => {
       if (channel !== options.channel) return;
-      let envelope: Envelope<E>;
+      let envelope: Partial<Envelope<E>> | null;
       try {
-        envelope = JSON.parse(text) as Envelope<E>;
+        envelope = JSON.parse(text) as Partial<Envelope<E>> | null;
       } catch {
-        this.deliver(options.resetEvent);
-        return;
+        envelope = null;
       }
-      if (envelope.origin !== this.origin) this.deliver(envelope.event);
+      // a message of another shape (another version, another client of this Redis) is not ignored: it may have
+      // said something this node cannot read, so everything is dropped, as after a gap
+      const readable = typeof envelope === 'object' && envelope !== null && typeof envelope.event === 'object' && envelope.event !== null;
+      if (!readable) this.deliver(options.resetEvent);
+      else if (envelope!.origin !== this.origin) this.deliver(envelope!.event as E);
     });
     // After a reconnect: whatever was published meanwhile is lost, so subscribers drop everything, but only
     // once the subscription is back (ioredis reports 'ready' before it would re-subscribe by itself: a
@@ -167,8 +170,15 @@ export class RedisInvalidationChannel<E> implements InvalidationChannel<E> {
     await quitRedis([this.pub, this.sub]);
   }
 
+  /** Hands an event to every subscriber; one that throws is reported (onError), never thrown into ioredis's listener, where it would end the process. */
   private deliver(event: E): void {
-    for (const handler of this.handlers) handler(event);
+    for (const handler of this.handlers) {
+      try {
+        handler(event);
+      } catch (err) {
+        this.options.onError?.(err);
+      }
+    }
   }
 }
 

@@ -86,7 +86,7 @@ export class ChannelInvalidationBus implements InvalidationBus {
 
   private apply(event: CacheInvalidation): void {
     // an event this version does not know (another node, newer or older) is treated as "drop everything"
-    const known = (INVALIDATION_TOPICS as readonly string[]).includes(event.topic) && typeof event.id === 'string';
+    const known = typeof event === 'object' && event !== null && (INVALIDATION_TOPICS as readonly string[]).includes(event.topic) && typeof event.id === 'string';
     if (known) this.local.deliver(event.topic as InvalidationTopic, { id: event.id });
     else for (const topic of INVALIDATION_TOPICS) this.local.deliver(topic, { id: ALL_RECORDS });
   }
