@@ -290,7 +290,8 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
         .code(400)
         .send(errorBody('VALIDATION_FAILED', invalidPath ? 'The request path is not valid' : 'The request is not valid'));
     },
-    return503OnClosing: true,
+    // new requests while closing get the contract's 503 from the first onRequest hook (Fastify's own has another body)
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     // Fastify times each step of close() (and of the start) by this: the default 10 s would let the database
     // close under a shutdown still draining (platform/shutdown.ts), whose budget bounds it instead.
@@ -335,6 +336,9 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
   registerErrorHandling(app);
   app.addHook('onRequest', (_request, reply, done) => {
     reply.headers(securityHeaders);
+    // A request that arrives while the server drains is not started: 503 in the contract's body, its connection
+    // closed (onSend), and the drain does not wait for it.
+    if (shutdown.closing.aborted) return done(shuttingDown());
     shutdown.track(reply.raw);
     done();
   });
@@ -396,6 +400,11 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
 
   app.decorate('metrics', registerMetrics(app, { token: config.metricsToken }));
   return app;
+}
+
+/** The answer to a request that arrives while the server shuts down (a new error each time: its headers are the caller's). */
+function shuttingDown(): AppError {
+  return new AppError(503, 'SERVICE_UNAVAILABLE', 'The server is shutting down; try again shortly (another node, or this one once it is back)', [], { 'retry-after': '1' });
 }
 
 /** Redis pub/sub when REDIS_URL is set (imported only then: start-up time), else this process only. */

@@ -3,7 +3,7 @@ import { AppError } from '../shared/errors.js';
 /**
  * The order of a graceful shutdown (SIGTERM, SIGINT, app.close()), within one budget:
  *
- * 1. `begin()`: new requests get 503 (Fastify, once closing), and everything that takes background work
+ * 1. `begin()`: new requests get 503 SERVICE_UNAVAILABLE in the contract's body (app.ts, the first onRequest hook), and everything that takes background work
  *    (the ingestion workers) hears `closing` and stops claiming; a running job gets its own grace.
  * 2. The requests in flight finish on their own — streamed answers included: their sockets stay
  *    connected until then — for at most `drainMs`.
