@@ -85,6 +85,12 @@ describe('settings (instance variables)', () => {
     const u2 = (await call('PUT', `/api/user/setting/${s._id}`, tok.userA1, { value: 'blue', __v: 1 })).json();
     assert.equal(u2.data.__v, 2);
     expectError(await call('PUT', `/api/user/setting/${s._id}`, tok.userA1, { value: 'stale', __v: 1 }), 409, 'CONFLICT');
+    // a revision no setting can have (the counter is a 32-bit integer) is a bad field, named, not the database's refusal
+    for (const v of [2_147_483_648, 1e20, -1, 1.5]) {
+      const res = await call('PUT', `/api/user/setting/${s._id}`, tok.userA1, { value: 'x', __v: v });
+      expectError(res, 400, 'VALIDATION_FAILED');
+      assert.equal(res.json().error.details[0].field, '__v', String(v));
+    }
     await create(tok.userA1, { key: 'taken' });
     expectError(await call('PUT', `/api/user/setting/${s._id}`, tok.userA1, { key: 'taken' }), 400, 'DUPLICATE_KEY');
     const after = (await call('GET', `/api/user/settings?key=theme`, tok.userA1)).json();

@@ -35,7 +35,7 @@ export const UpdateSettingBody = Type.Object({
   admin_only: Type.Optional(Type.Boolean({ description: 'Admins only' })),
   editable_others: Type.Optional(Type.Boolean()),
   institution_shared: Type.Optional(Type.Boolean()),
-  __v: Type.Optional(Type.Integer({ minimum: 0, description: 'Optimistic concurrency: the update applies only if the setting is still at this revision (409 otherwise)' })),
+  __v: Type.Optional(Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'Optimistic concurrency: the update applies only if the setting is still at this revision (409 otherwise)' })),
 });
 export type UpdateSettingInput = Static<typeof UpdateSettingBody>;
 
