@@ -219,7 +219,7 @@ describe('SSO providers with SSO_TEST_ALLOW_PRIVATE=true (providers on loopback)
     for (const a of ['169.254.169.254', '169.254.1.1', 'fe80::1', '::ffff:169.254.169.254', 'fd00:ec2::254', '100.100.100.200', '0.0.0.0', '::', '224.0.0.1']) {
       assert.equal(classifyAddress(a, true).allowed, false, a);
     }
-    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '::1', 'fc00::1', '100.64.0.1', '::ffff:127.0.0.1']) {
+    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '::1', 'fc00::1', 'fec0::1', 'feff::1', '100.64.0.1', '::ffff:127.0.0.1']) {
       assert.equal(classifyAddress(a, false).allowed, false, a);
       assert.equal(classifyAddress(a, true).allowed, true, a);
     }

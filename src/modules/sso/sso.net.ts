@@ -37,6 +37,7 @@ PRIVATE.addSubnet('192.0.0.0', 24, 'ipv4');
 PRIVATE.addSubnet('198.18.0.0', 15, 'ipv4');
 PRIVATE.addAddress('::1', 'ipv6');
 PRIVATE.addSubnet('fc00::', 7, 'ipv6');
+PRIVATE.addSubnet('fec0::', 10, 'ipv6'); // site-local (deprecated by RFC 3879, still routed inside some networks)
 PRIVATE.addSubnet('64:ff9b:1::', 48, 'ipv6'); // local-use NAT64 (RFC 8215): the IPv4 it reaches can sit anywhere in it
 
 export type AddressVerdict = { allowed: true } | { allowed: false; reason: string };
