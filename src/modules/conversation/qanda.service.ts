@@ -467,17 +467,19 @@ export class QandaService {
       let charged: number | undefined;
       if (open && ours) {
         // nothing is charged; the failed turn is recorded with the release when it can be (else the release alone)
-        const internal = new AppError(500, 'INTERNAL', 'The answer could not be produced');
-        await fail(internal, usage.totalTokens, streaming, {}, 0)
-          .catch(async (e: unknown) => {
-            ctx.log.error({ err: e, historyId }, 'the failed answer could not be recorded');
+        try {
+          await fail(new AppError(500, 'INTERNAL', 'The answer could not be produced'), usage.totalTokens, streaming, {}, 0);
+          charged = 0;
+        } catch (e) {
+          ctx.log.error({ err: e, historyId }, 'the failed answer could not be recorded');
+          try {
             await settleCredits(ctx.db, payer, reserved, 0, auth.userId, historyId, now());
             open = false;
-          })
-          .then(
-            () => (charged = 0),
-            (e: unknown) => ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be released after a failure'),
-          );
+            charged = 0;
+          } catch (e2) {
+            ctx.log.error({ err: e2, historyId }, 'an open credit reservation could not be released after a failure');
+          }
+        }
       } else if (open) {
         await settleCredits(ctx.db, payer, reserved, chargeUnits(chargedExact), auth.userId, historyId, now()).then(
           (settled) => (charged = toCredits(settled.chargedUnits)),
