@@ -188,12 +188,6 @@ export class IdentityService {
   }
 
   /**
-   * Rotates a refresh token. A token whose secret was never valid for the session (a guess, or a
-   * session id read from a JWT) is refused and changes nothing; only a token that WAS valid and has
-   * already been rotated away (any earlier one: tokens carry a MAC of their session) proves a copy
-   * exists, and revokes the session.
-   */
-  /**
    * A refresh token that could not be rotated: when it was valid for its session once and has been rotated away since
    * (a copy of it exists), the session is revoked, here and on every node, and this is the 401 that says so. Otherwise
    * (a guess, an ended session) it returns and the caller refuses it in its own words.
@@ -205,7 +199,11 @@ export class IdentityService {
   }
 
   /**
-   * Rotates the refresh token and checks, in one transaction, that the user may still hold the session. A refusal
+   * Rotates a refresh token. A token whose secret was never valid for the session (a guess, or a session id read
+   * from a JWT) is refused and changes nothing; only a token that WAS valid and has already been rotated away (any
+   * earlier one: tokens carry a MAC of their session) proves a copy exists, and revokes the session (revokeOnReuse).
+   *
+   * The rotation and the check that the user may still hold the session run in one transaction. A refusal
    * that does not end the session (an inactive account, every institution inactive) rolls the rotation back: the
    * client keeps the only token it has, which works again once the account is reactivated (rotated away, it would
    * have been taken for a stolen copy). The session's current institution is kept while the user is still actively
