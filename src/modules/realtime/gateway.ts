@@ -38,9 +38,7 @@ interface SocketData {
   checks?: number;
 }
 
-function tooManySockets(cap: number): Error & { data: { message: string } } {
-  return Object.assign(new Error(TOO_MANY_SOCKETS), { data: { message: `At most ${cap} connections per user: close another one first` } });
-}
+const tooManySocketsMessage = (cap: number) => `At most ${cap} connections per user: close another one first`;
 
 /** resolveSession's recordActivity for the gateway's own checks: not the user's doing. */
 const noActivity = false;
@@ -152,7 +150,7 @@ export class RealtimeGateway {
       authenticate().then(
         (auth) => {
           // the common case of the cap, refused in the handshake (a burst that passes here together is capped on connection)
-          if ((this.perUser.get(auth.userId) ?? 0) >= this.ctx.config.socketsPerUser) return next(tooManySockets(this.ctx.config.socketsPerUser));
+          if ((this.perUser.get(auth.userId) ?? 0) >= this.ctx.config.socketsPerUser) return next(Object.assign(new Error(TOO_MANY_SOCKETS), { data: { message: tooManySocketsMessage(this.ctx.config.socketsPerUser) } }));
           (socket.data as SocketData) = { userId: auth.userId, sessionId: auth.sessionId, institutionId: auth.institutionId };
           next();
         },
@@ -175,7 +173,7 @@ export class RealtimeGateway {
         else this.perUser.delete(userId);
       });
       if (count > ctx.config.socketsPerUser) {
-        socket.emit(TOO_MANY_SOCKETS, { message: tooManySockets(ctx.config.socketsPerUser).data.message });
+        socket.emit(TOO_MANY_SOCKETS, { message: tooManySocketsMessage(ctx.config.socketsPerUser) });
         socket.disconnect(true);
       }
     });
