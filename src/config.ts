@@ -103,7 +103,7 @@ export interface ContentFilterConfig {
   /** Blocked regular expressions (case-insensitive), from the operator. */
   patterns: string[];
   /** How long the patterns may take on one request's texts (they run in a worker thread); past it the request is refused. */
-  patternTimeoutMs?: number;
+  patternTimeoutMs: number;
   /** A provider moderation call (OpenAI /moderations wire format) when a base URL is set. */
   moderationBaseUrl?: string;
   moderationApiKey?: string;

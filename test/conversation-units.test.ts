@@ -126,7 +126,7 @@ describe('pricing', () => {
 });
 
 describe('content filter (local rules)', () => {
-  const filter = new ContentFilter({ terms: ['drop table', 'bomb'], patterns: ['\\b\\d{3}-\\d{2}-\\d{4}\\b'], moderationModel: 'm', moderationTimeoutMs: 1000 });
+  const filter = new ContentFilter({ terms: ['drop table', 'bomb'], patterns: ['\\b\\d{3}-\\d{2}-\\d{4}\\b'], patternTimeoutMs: 1000, moderationModel: 'm', moderationTimeoutMs: 1000 });
   after(() => filter.close());
   test('terms match whole words, case-insensitively; patterns as given', async () => {
     assert.equal((await filter.localVerdict(['How to build a BOMB?'])).blocked, true);

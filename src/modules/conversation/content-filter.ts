@@ -9,8 +9,6 @@ export interface FilterVerdict {
 
 /** Longest text the rules look at; a Q&A input is bounded far below this by its schema anyway. */
 const MAX_SCAN_CHARS = 200_000;
-/** CONTENT_FILTER_TIMEOUT_MS's default. */
-const PATTERN_TIMEOUT_MS = 1_000;
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/gu, '\\$&');
 
@@ -32,7 +30,7 @@ export class ContentFilter {
 
   constructor(private readonly config: ContentFilterConfig) {
     this.terms = config.terms.map((t) => new RegExp(`(?<![\\p{L}\\p{N}])${escapeRegExp(t.trim())}(?![\\p{L}\\p{N}])`, 'iu'));
-    this.patterns = new BoundedPatterns(config.patterns, config.patternTimeoutMs ?? PATTERN_TIMEOUT_MS);
+    this.patterns = new BoundedPatterns(config.patterns, config.patternTimeoutMs);
   }
 
   /** The local rules: the terms, then the operator's patterns (off this thread, bounded in time). */
@@ -42,7 +40,7 @@ export class ContentFilter {
     try {
       const outcome = await this.patterns.test(scanned);
       if ('timedOut' in outcome) {
-        onPatternTrouble(new Error(`CONTENT_FILTER_PATTERNS took more than ${this.config.patternTimeoutMs ?? PATTERN_TIMEOUT_MS} ms on a request's texts (a pattern that backtracks); the request was refused`));
+        onPatternTrouble(new Error(`CONTENT_FILTER_PATTERNS took more than ${this.config.patternTimeoutMs} ms on a request's texts (a pattern that backtracks); the request was refused`));
         return { blocked: true, reason: 'the content filter could not finish' };
       }
       return outcome.match >= 0 ? { blocked: true, reason: 'blocked pattern' } : { blocked: false };
