@@ -10,12 +10,10 @@ import type { ChunkRow, ChunkUpload } from './chunks.repository.js';
 import { countTokens } from './ingest/chunker.js';
 import { EMBEDDER_CHANGED_MESSAGE, embedderMatches } from './ingest/pipeline.js';
 import { packVector, type PackedVector } from '../search/vectors.js';
+import { visibleText } from './text.js';
 import { assertModify } from './vault.policy.js';
 import { extractEntities } from '../search/graph.js';
 import { replaceChunkText } from '../search/search.repository.js';
-
-/** A character that shows: not whitespace, not an invisible format character (Unicode Cf). */
-const VISIBLE = /[^\s\p{Cf}]/u;
 
 export function presentChunk(c: ChunkRow) {
   return { _id: c.id, upload: c.uploadId, index: c.index, text: c.text, tokens: c.tokens };
@@ -60,7 +58,7 @@ export class ChunksService {
     const text = body.sanitizedText ?? body.text;
     if (text === undefined) throw badField('sanitizedText', 'sanitizedText (or text) is required');
     // the schema's pattern refuses whitespace only; invisible format characters (zero-width spaces, bidi marks) are blank too
-    if (!VISIBLE.test(text)) throw badField(body.sanitizedText !== undefined ? 'sanitizedText' : 'text', 'The text must not be blank');
+    if (visibleText(text) === '') throw badField(body.sanitizedText !== undefined ? 'sanitizedText' : 'text', 'The text must not be blank');
 
     const { upload } = await this.visible(auth, chunkId);
     assertModify(auth, upload, 'Only the owner of the file or a vault administrator may change its chunks');
