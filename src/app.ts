@@ -48,6 +48,7 @@ import { loadRedisAdapterModules, RealtimeGateway } from './modules/realtime/gat
 import { createEmbedder } from './providers/embeddings/index.js';
 import { createChatModel, stoppedBy } from './providers/llm/index.js';
 import { createMailSender } from './providers/mail/index.js';
+import { createBlobStorage } from './providers/storage/index.js';
 import { ensureBootstrapAdmin } from './modules/tenancy/bootstrap.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import { AppError, errorBody } from './shared/errors.js';
@@ -457,6 +458,9 @@ function lazyProviders(config: AppConfig, database: Database, app: App, given: P
     },
     get embedder() {
       return (made.embedder ??= createEmbedder(config.embeddings));
+    },
+    get storage() {
+      return (made.storage ??= createBlobStorage(config));
     },
   };
 }

@@ -6,6 +6,7 @@ import type { TokenService } from './modules/identity/tokens.js';
 import type { Embedder } from './providers/embeddings/types.js';
 import type { ChatModel } from './providers/llm/types.js';
 import type { MailSender } from './providers/mail/types.js';
+import type { BlobStorage } from './providers/storage/types.js';
 import type { InvalidationBus } from './platform/invalidation.js';
 import type { SegmentCache } from './modules/search/segments.js';
 import type { ScopeCache, UploadRowCache } from './modules/search/scopes.js';
@@ -19,6 +20,8 @@ export interface Providers {
   mail: MailSender;
   chatModel: ChatModel;
   embedder: Embedder;
+  /** Where uploaded files' bytes live (DATA_DIR/files). */
+  storage: BlobStorage;
 }
 
 /**

@@ -3,7 +3,6 @@ import type { AppContext } from '../../context.js';
 import { authOf, requirePermission, SECURED } from '../../http/auth.js';
 import { absentBodyIsEmpty, type App } from '../../http/types.js';
 import { idempotent, REPLAYED_HEADER, type KeyedRequest } from '../../platform/idempotency.js';
-import { createBlobStorage } from '../../providers/storage/index.js';
 import { errorResponses, IDEMPOTENCY_NOTE, IdempotencyHeaders, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import {
   AccountResponse,
@@ -42,7 +41,7 @@ const CREDIT_KEY_STALE_MS = 5 * 60_000;
 
 /** Admin management of accounts, institutions, users, memberships and credits (contract §2). */
 export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyService> {
-  const service = new TenancyService(ctx, createBlobStorage(ctx.config));
+  const service = new TenancyService(ctx);
   /** Runs a credit movement under the request's Idempotency-Key: a retried top-up or transfer moves credits once. */
   const keyedCredits = async <T>(request: FastifyRequest, reply: FastifyReply, target: unknown, run: (keyed: KeyedRequest<T> | null) => Promise<T>) => {
     const key = request.headers['idempotency-key'];

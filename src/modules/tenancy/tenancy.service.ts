@@ -46,7 +46,6 @@ import * as repo from './tenancy.repository.js';
 import type { AccountsListInput, CreateInstitutionInput, CreateUserInput, PatchInstitutionInput, PatchUserInput } from './tenancy.schemas.js';
 import { searchTerm } from '../../db/search.js';
 import { visibleText } from '../vault/text.js';
-import type { BlobStorage } from '../../providers/storage/index.js';
 
 /** Request field → column of the institutions table, for every settable institution field. */
 const INSTITUTION_COLUMNS = {
@@ -217,11 +216,7 @@ export class TenancyService {
   /** Refused e-mails per admin (row 9 of issue 7); in-process, like the other limits without REDIS_URL. */
   private readonly emailConflicts = new WindowCounter(HOUR_MS);
 
-  constructor(
-    private readonly ctx: AppContext,
-    /** Where the bytes of uploads live: a deleted user, institution or account takes its uploads' bytes with it. */
-    private readonly storage: BlobStorage,
-  ) {}
+  constructor(private readonly ctx: AppContext) {}
 
   private get allowHttpUrls(): boolean {
     return this.ctx.config.nodeEnv !== 'production';
@@ -243,7 +238,7 @@ export class TenancyService {
     for (let i = 0; i < keys.length; i += STORAGE_DELETE_CONCURRENCY) {
       await Promise.all(
         keys.slice(i, i + STORAGE_DELETE_CONCURRENCY).map((key) =>
-          this.storage.delete(key).catch((err: unknown) => this.ctx.log.warn({ err, key, [deleted.kind]: deleted.id }, 'could not remove the stored file of a deleted upload')),
+          this.ctx.providers.storage.delete(key).catch((err: unknown) => this.ctx.log.warn({ err, key, [deleted.kind]: deleted.id }, 'could not remove the stored file of a deleted upload')),
         ),
       );
     }

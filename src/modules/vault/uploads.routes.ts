@@ -4,7 +4,6 @@ import type { AppContext } from '../../context.js';
 import { authOf, requireAuth, SECURED } from '../../http/auth.js';
 import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
-import { createBlobStorage } from '../../providers/storage/index.js';
 import { envelope, errorResponses } from '../../shared/schemas.js';
 import { SUPPORTED_FORMATS } from './ingest/formats.js';
 import { presentUpload, UploadSchema } from './uploads.presenters.js';
@@ -21,8 +20,7 @@ export function contentDisposition(name: string): string {
 /** Uploads: multipart upload, list, get, download, update, delete (ingestion: ingest/workers.ts). */
 export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
   const { config } = ctx;
-  const storage = createBlobStorage(config);
-  const service = new UploadsService(ctx, storage);
+  const service = new UploadsService(ctx, ctx.providers.storage);
   const authenticated = requireAuth(ctx);
   const formLimits = { fileSize: config.uploadMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30 };
   const uploadRate = limits(app, { max: config.uploadRateLimitPerMinute, timeWindowMs: 60_000, key: (request) => `vault-upload:${authOf(request).userId}` });

@@ -1,7 +1,6 @@
 import type { AppContext } from '../../../context.js';
 import type { App } from '../../../http/types.js';
 import { Worker } from '../../../platform/jobs.js';
-import { createBlobStorage } from '../../../providers/storage/index.js';
 import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './formats.js';
 import { INGEST_QUEUE, ingestGiveUp, ingestJobHandler, type IngestDeps } from './pipeline.js';
 import { checkEmbedder } from './reembed.js';
@@ -15,7 +14,7 @@ import { IngestSandbox } from './sandbox.js';
  */
 export function registerIngestion(app: App, ctx: AppContext): void {
   const { config } = ctx;
-  const storage = createBlobStorage(config);
+  const storage = ctx.providers.storage;
   const limits: ExtractLimits = { ...DEFAULT_EXTRACT_LIMITS, maxInflatedBytes: config.ingest.maxInflatedBytes, maxCompressionRatio: config.ingest.maxCompressionRatio };
   // the embedded engine: a large file's writes ahead of its activation give way to requests
   const background = ctx.database.background;
