@@ -32,6 +32,8 @@ interface Job {
 
 export class BoundedPatterns {
   private worker: Worker | undefined;
+  /** whether `worker` has started (its start-up, tens of milliseconds on a busy machine, is not counted in a test's bound) */
+  private online = false;
   private readonly queue: Job[] = [];
   private running: { job: Job; timer: NodeJS.Timeout } | undefined;
   private nextId = 1;
@@ -62,6 +64,7 @@ export class BoundedPatterns {
     for (const job of pending) job.reject(new Error('The content filter is closed'));
     const worker = this.worker;
     this.worker = undefined;
+    this.online = false;
     if (worker) await worker.terminate();
   }
 
@@ -73,6 +76,11 @@ export class BoundedPatterns {
       resourceLimits: { maxOldGenerationSizeMb: 64, maxYoungGenerationSizeMb: 16 },
     });
     worker.unref();
+    worker.once('online', () => {
+      if (this.worker !== worker) return;
+      this.online = true;
+      this.pump();
+    });
     worker.on('message', (reply: { id: number; match: number }) => {
       const current = this.running;
       if (!current || current.job.id !== reply.id) return;
@@ -83,7 +91,11 @@ export class BoundedPatterns {
     });
     const lost = (err: Error) => {
       if (this.worker !== worker) return;
+      const started = this.online;
       this.worker = undefined;
+      this.online = false;
+      // a worker that never started fails what waits for it (no respawning in a loop); the next test tries again
+      if (!started) for (const job of this.queue.splice(0)) job.reject(err);
       const current = this.running;
       this.running = undefined;
       if (current) {
@@ -98,16 +110,18 @@ export class BoundedPatterns {
   }
 
   private pump(): void {
-    if (this.running || this.closed) return;
-    const job = this.queue.shift();
-    if (!job) return;
+    if (this.running || this.closed || this.queue.length === 0) return;
+    // a new worker first comes online (then this runs again); the bound counts from the test's start there
     const worker = (this.worker ??= this.spawn());
+    if (!this.online) return;
+    const job = this.queue.shift()!;
     const timer = setTimeout(() => {
       if (this.running?.job !== job) return;
       this.running = undefined;
       this.timeouts++;
       // the pattern is still running there: that worker is ended, the next test gets a new one
       this.worker = undefined;
+      this.online = false;
       void worker.terminate();
       job.resolve({ timedOut: true });
       this.pump();
