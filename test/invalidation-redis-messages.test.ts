@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { ALL_RECORDS, CACHE_RESET, ChannelInvalidationBus, type CacheInvalidation } from '../src/platform/invalidation.js';
 import { RedisInvalidationChannel } from '../src/platform/invalidation-redis.js';
+import { waitFor } from './support/realtime.js';
 import { startRedis, type RedisServer } from './support/redis.js';
 
 /**
@@ -37,7 +38,7 @@ describe('invalidation over Redis: messages this version cannot read', () => {
       const pub = new Redis(redis.url);
       try {
         await pub.publish('audit-inv', text);
-        await new Promise((r) => setTimeout(r, 300));
+        await waitFor(() => seen.length > 0 || thrown.length > 0, 'the message to be handled');
       } finally {
         process.removeListener('uncaughtException', onUncaught);
         for (const l of listeners) process.on('uncaughtException', l);

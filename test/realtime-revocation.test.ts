@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../src/db/client.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
-import { ClientSockets, listenLocally, stubModelEnv, workerDatabase } from './support/realtime.js';
+import { ClientSockets, listenLocally, stubModelEnv, waitFor, workerDatabase } from './support/realtime.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
@@ -68,6 +68,8 @@ describe('realtime: no answer chunk reaches a socket after its session was revok
         assert.equal(res.statusCode, 200, res.body);
         assert.ok(logout, 'the answer streamed');
         assert.equal((await logout).statusCode, 200);
+        // the logout ends the socket (SESSION_ENDED), checked after its answer: waited for, so that a run always shows it
+        await waitFor(() => emitted.some((e) => e.event === 'SESSION_ENDED'), 'SESSION_ENDED after the logout');
         const chunks = emitted.filter((e) => e.event === 'RECEIVE_STREAM');
         const sessionEnded = emitted.find((e) => e.event === 'SESSION_ENDED');
         runs.push({ afterLogout: chunks.filter((e) => e.at > loggedOutAt).length, total: chunks.length, sessionEndedAfterMs: Math.round(((sessionEnded?.at ?? NaN) - loggedOutAt) * 10) / 10 });

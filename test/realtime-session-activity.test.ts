@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { rowsOf } from '../src/db/client.js';
 import { ManualClock } from '../src/shared/clock.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
-import { ClientSockets, listenLocally } from './support/realtime.js';
+import { ClientSockets, listenLocally, waitFor } from './support/realtime.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
 
@@ -39,6 +39,7 @@ describe('realtime: a socket re-check is not activity of its session', () => {
     const idle = await login(t.app, w.userB1.email);
     const sessionId = JSON.parse(Buffer.from(idle.accessToken.split('.')[1]!, 'base64url').toString()).sid as string;
     const socket = await sockets.open(base, idle.accessToken);
+    const onServer = t.app.realtime.io.sockets.sockets.get(socket.id!)!;
     await t.app.ctx.auth.activity.flush();
     const before = await lastActivity(sessionId);
 
@@ -49,8 +50,9 @@ describe('realtime: a socket re-check is not activity of its session', () => {
     for (const status of ['inactive', 'active']) {
       const res = await t.app.inject({ method: 'PATCH', url: `/api/admin/institution/${w.a2.id}`, headers: bearer(root), payload: { status } });
       assert.equal(res.statusCode, 200, res.body);
+      // each change made the gateway check the socket's session again: its check is over before the next
+      await waitFor(() => ((onServer.data as { checks?: number }).checks ?? 0) === 0, "the gateway's check of the idle socket");
     }
-    await new Promise((r) => setTimeout(r, 300));
     await t.app.ctx.auth.activity.flush();
     assert.equal(socket.connected, true);
     const after = await lastActivity(sessionId);

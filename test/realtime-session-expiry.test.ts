@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import type { Socket as ClientSocket } from 'socket.io-client';
 import { ManualClock } from '../src/shared/clock.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
-import { ClientSockets, listenLocally, stubModelEnv, type StreamEvent } from './support/realtime.js';
+import { ClientSockets, endOf, listenLocally, stubModelEnv, type StreamEvent } from './support/realtime.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
@@ -61,6 +61,7 @@ describe('realtime: a socket of a session that has expired', () => {
     assert.equal(me.statusCode, 200, me.body);
 
     stub.setChatHandler(() => 'the private answer asked from session 2');
+    const ended = endOf(kiosk);
     const res = await t.app.inject({
       method: 'POST',
       url: '/api/ai/personal/qanda',
@@ -68,7 +69,8 @@ describe('realtime: a socket of a session that has expired', () => {
       payload: { id: 5, inputs: ['something private'], requestArgs: { socketId: kiosk.id } },
     });
     assert.equal(res.statusCode, 200, res.body);
-    await new Promise((r) => setTimeout(r, 200));
+    // the answer looked for the kiosk's socket, found its session over and ended it: nothing went to it
+    assert.match((await ended).message ?? '', /./, 'the expired session\'s socket is told why it ends');
     assert.deepEqual(
       seen.map((e) => e.chunk).join(''),
       '',

@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Socket as ClientSocket } from 'socket.io-client';
 import { TOO_MANY_SOCKETS } from '../src/modules/realtime/gateway.js';
-import { ClientSockets, listenLocally } from './support/realtime.js';
+import { ClientSockets, listenLocally, waitFor } from './support/realtime.js';
 import { login, makeWorld, startTestApp, type TestApp } from './support/app.js';
 
 type World = Awaited<ReturnType<typeof makeWorld>>;
@@ -63,11 +63,11 @@ describe('realtime: sockets per user', () => {
     assert.equal((await attempt(again)).outcome, 'refused');
     // another user is not affected
     for (let i = 0; i < cap; i++) assert.equal((await attempt(b)).outcome, 'kept');
+    assert.equal(held(w.userA2.id), cap);
     assert.equal(held(w.userA1.id), cap);
     // one closed: one place again
     mine[0]!.disconnect();
-    await settle();
-    assert.equal(held(w.userA1.id), cap - 1);
+    await waitFor(() => held(w.userA1.id) === cap - 1, 'the closed socket to leave the server');
     assert.equal((await attempt(a)).outcome, 'kept');
     assert.equal(held(w.userA1.id), cap);
   });

@@ -89,3 +89,12 @@ export function streamOn(socket: ClientSocket): { events: StreamEvent[]; done: P
   return { events, done };
 }
 
+/** Resolves once `ready()` holds, polled every few milliseconds; fails with `what` after `timeoutMs` (not a timing assertion: a bound on a hang). */
+export async function waitFor(ready: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!ready()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
