@@ -11,7 +11,7 @@ import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from '
  * institution of a session, account-level fields set to the text "null", a cancelled MFA enrolment's code,
  * a missing institution named by a superadmin, admins disabling themselves or the platform losing its last
  * superadmin, the enrolment of a user of another account that the institution's admins could not end, and
- * a user's current institution shown to admins of another tenant.
+ * a user's current institution and home account shown to admins of another tenant.
  */
 describe('identity and tenancy: rights and session rules', () => {
   let t: TestApp;
@@ -201,5 +201,40 @@ describe('identity and tenancy: rights and session rules', () => {
     const memberToken = (await login(t.app, member.email)).accessToken;
     assert.equal((await inj('POST', '/api/user/institution/switch', memberToken, { institution: w.b1.id })).statusCode, 200);
     assert.equal((await inj('GET', `/api/admin/user/${member.id}`, adminB)).json().data.institution, w.b1.id);
+  });
+
+  // ───────────── a user's home account in admin records ─────────────
+
+  test("an admin of another tenant where a user is enrolled never reads the id of the user's home account; its own account's admin and a superadmin do", async () => {
+    // a user of account A that a superadmin enrolled in B1; B1 also has an institution admin of its own (home B, not an account admin)
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user' } });
+    assert.equal((await inj('POST', '/api/admin/membership', tok.superadmin!, { user: member.id, institution: w.b1.id, role: 'user' })).statusCode, 201);
+    const instAdminB1 = await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.b1.id]: 'admin' } });
+    const others = { accountAdminB: (await login(t.app, w.accountAdminB.email)).accessToken, instAdminB1: (await login(t.app, instAdminB1.email)).accessToken };
+    for (const token of Object.values(others)) assert.equal((await inj('GET', `/api/admin/account/${w.accountA.id}`, token)).statusCode, 404, 'account A is invisible to B');
+
+    for (const [who, token] of Object.entries(others)) {
+      const read = await inj('GET', `/api/admin/user/${member.id}`, token);
+      assert.equal(read.statusCode, 200, `${who}: ${read.body}`);
+      assert.equal(read.json().data.account, null, who);
+      assert.ok(!read.body.includes(w.accountA.id), `${who} reads the id of account A`);
+      const list = await inj('GET', `/api/admin/users?institution=${w.b1.id}`, token);
+      assert.equal(list.statusCode, 200, `${who}: ${list.body}`);
+      const listed = list.json().data.find((u: { _id: string }) => u._id === member.id);
+      assert.equal(listed.account, null, who);
+      assert.ok(!list.body.includes(w.accountA.id), `${who} lists the id of account A`);
+      // its own users still show their account
+      assert.equal(list.json().data.find((u: { _id: string }) => u._id === w.userB1.id).account, w.accountB.id, who);
+    }
+    // those who see account A read it, in the record and in the listing
+    for (const token of [tok.superadmin!, tok.accountAdminA!]) {
+      assert.equal((await inj('GET', `/api/admin/user/${member.id}`, token)).json().data.account, w.accountA.id);
+      const list = await inj('GET', `/api/admin/users?institution=${w.a1.id}`, token);
+      assert.equal(list.json().data.find((u: { _id: string }) => u._id === member.id).account, w.accountA.id);
+    }
+    // a superadmin's answer to a change carries it too
+    const patched = await inj('PATCH', `/api/admin/user/${member.id}`, tok.superadmin!, { fname: 'Renamed' });
+    assert.equal(patched.statusCode, 200, patched.body);
+    assert.equal(patched.json().data.account, w.accountA.id);
   });
 });

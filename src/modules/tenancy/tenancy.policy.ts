@@ -195,6 +195,16 @@ export function visibleCurrentInstitution(p: Principal, institution: { id: strin
   return seesInstitution(p, institution); // the rule of visibleMembership: superadmin, one of its accounts, or enrolled there
 }
 
+/**
+ * Whether an admin output that carries a user's home account (a user record's `account`, a login session's
+ * `account`) shows it to the caller (else null): a superadmin, or one of the caller's accounts (its home account
+ * or the account of an institution it is enrolled in: the accounts of visibleMembership). A user of another
+ * tenant enrolled in one of the caller's institutions never tells the caller the id of an account it cannot see.
+ */
+export function visibleHomeAccount(p: Principal, accountId: string): boolean {
+  return seesAccount(p, accountId);
+}
+
 // ───────────── decisions the service used to take itself (moved here: services ask, policies decide) ─────────────
 
 /** Creating an account: superadmins only (accounts.create). */

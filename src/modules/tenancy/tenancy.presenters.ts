@@ -97,9 +97,9 @@ export function presentInstitution(i: InstitutionRow) {
 }
 
 /**
- * presentUser (never the password hash) with, of the user's current institution and enrolments, only
- * those the caller may see: the caller filters them (tenancy.policy), `institution` is null otherwise.
+ * presentUser (never the password hash) with, of the user's home account, current institution and enrolments,
+ * only those the caller may see: the caller filters them (tenancy.policy), `account` and `institution` are null otherwise.
  */
-export function presentAdminUser(u: UserRow, memberships: readonly UserMembershipRow[], institution: string | null) {
-  return { ...presentUser(u), institution, memberships: memberships.map((m) => ({ institution: m.institutionId, role: m.role })) };
+export function presentAdminUser(u: UserRow, memberships: readonly UserMembershipRow[], account: string | null, institution: string | null) {
+  return { ...presentUser(u), account, institution, memberships: memberships.map((m) => ({ institution: m.institutionId, role: m.role })) };
 }

@@ -293,7 +293,8 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           'already in use (case-insensitive) is a 409 CONFLICT with the same body whichever tenant holds it; since e-mails are global login ' +
           'names that one bit cannot be hidden, so an admin other than a superadmin who collects ADMIN_EMAIL_CONFLICTS_PER_HOUR such refusals ' +
           'may create no user for the rest of that hour (429 with Retry-After, whatever the address): addresses cannot be harvested. ' +
-          `An account or institution the caller cannot see is 404. ${SCOPE_NOTE}`,
+          'An account or institution the caller cannot see is 404. The answer is the user record as GET /api/admin/user/{id} shows it ' +
+          `to the caller (account, institution and memberships only where the caller may see them). ${SCOPE_NOTE}`,
         security: SECURED,
         body: CreateUserBody,
         response: { 201: AdminUserResponse, ...errorResponses(400, 401, 403, 404, 409, 429) },
@@ -313,7 +314,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           'Superadmin: all; account admin: users of its account; institution admin: members of the institutions it administers. Filters: ' +
           'account (space-separated ids), institution (members of it), search (literal case-insensitive substring of e-mail, fname, lname). ' +
           "Sorted by e-mail. memberships lists only institutions of the caller's accounts (and those it is enrolled in); institution, the " +
-          "user's current institution, is null when it is not one of those (a superadmin sees all).",
+          "user's current institution, is null when it is not one of those, and account, the user's home account, is null when it is not one " +
+          "of the caller's accounts (its home account or that of an institution it is enrolled in): a user of another tenant enrolled in an " +
+          'institution of the caller shows neither (a superadmin sees all).',
         security: SECURED,
         querystring: UsersQuery,
         response: { 200: UsersListResponse, ...errorResponses(400, 401, 403) },
@@ -332,7 +335,8 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
         description:
           'Superadmin any; account admin the users of its account; institution admin the members of institutions it administers. ' +
           "As in the listing, memberships and institution (the user's current institution, else null) show only institutions of the " +
-          `caller's accounts or that it is enrolled in. ${SCOPE_NOTE}`,
+          "caller's accounts or that it is enrolled in, and account (the user's home account) is null unless it is one of the caller's " +
+          `accounts (a superadmin sees all). ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         response: { 200: AdminUserResponse, ...errorResponses(400, 401, 403, 404) },
@@ -356,7 +360,8 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           'role: an account admin grants at most accountadmin, an institution admin only user. status disabled ends every session of the ' +
           'user at once; a new password also ends them. Nobody disables themselves (403, as nobody deletes themselves). A change that ' +
           'would leave the platform without an active superadmin (the last one demoted or disabled) is refused (403); the CLI ' +
-          `create-admin makes a superadmin outside the API. ${SCOPE_NOTE}`,
+          'create-admin makes a superadmin outside the API. The answer is the user record as GET /api/admin/user/{id} shows it to the ' +
+          `caller (account, institution and memberships only where the caller may see them). ${SCOPE_NOTE}`,
         security: SECURED,
         params: IdParams,
         body: PatchUserBody,

@@ -186,6 +186,7 @@ export const MembershipItem = Type.Object({ institution: Type.String(), role: Ty
 
 export const AdminUserSchema = Type.Object({
   ...UserSchema.properties,
+  account: Nullable(Type.String({ description: "The user's home account; null when it is not one of the caller's accounts (a superadmin sees all)" })),
   memberships: Type.Array(MembershipItem, { description: "Enrolments (only institutions of the caller's tenants are shown)" }),
 });
 

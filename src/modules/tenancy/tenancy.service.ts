@@ -35,6 +35,7 @@ import {
   listingScope,
   mayRemoveSuperadmin,
   visibleCurrentInstitution,
+  visibleHomeAccount,
   visibleMembership,
   type TransferSide,
 } from './tenancy.policy.js';
@@ -450,8 +451,9 @@ export class TenancyService {
   }
 
   /**
-   * Admin records of users: the enrolments and the current institution the caller may see (tenancy.policy
-   * visibleMembership, visibleCurrentInstitution), so that another tenant's institution ids never leak.
+   * Admin records of users: the home account, the enrolments and the current institution the caller may see
+   * (tenancy.policy visibleHomeAccount, visibleMembership, visibleCurrentInstitution), so that another tenant's
+   * account and institution ids never leak.
    */
   private async present(auth: AuthContext, users: readonly repo.UserRow[], memberships: readonly repo.UserMembershipRow[]) {
     // the account of each current institution: known from the enrolments, else read (a current institution is normally one of them)
@@ -464,6 +466,7 @@ export class TenancyService {
       return presentAdminUser(
         user,
         memberships.filter((m) => m.userId === user.id && visibleMembership(auth, m)),
+        visibleHomeAccount(auth, user.accountId) ? user.accountId : null,
         current !== null && accountId !== undefined && visibleCurrentInstitution(auth, { id: current, accountId }) ? current : null,
       );
     });
