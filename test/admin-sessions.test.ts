@@ -125,6 +125,40 @@ describe('POST /api/admin/sessions', () => {
     }
   });
 
+  test("a session shows an admin of another tenant neither the user's home account nor an institution it cannot see; the user's own account admin and a superadmin see the account", async () => {
+    // a user of account A enrolled in B1 too (as a superadmin may do), with a session opened in B1; B1 also has an institution admin of its own (home B)
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'user' } });
+    const instAdminB1 = (await login(t.app, (await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.b1.id]: 'admin' } })).email)).accessToken;
+    const id = await insertLiveSession({ userId: member.id, accountId: w.accountA.id, institutionId: w.b1.id, ip: '10.0.0.8', ua: 'visiting browser' });
+    const seen = async (token: string) => {
+      const res = await list(token, { pageSize: 5000 });
+      assert.equal(res.statusCode, 200, res.body);
+      const found = res.json().data.find((s: any) => s._id === id);
+      assert.ok(found, 'the session is listed');
+      return { account: found.account, institution: found.institution, body: res.body };
+    };
+    try {
+      // B's admins list it (opened in B1): the institution is theirs, the account is not
+      for (const token of [tok.adminB, instAdminB1]) {
+        const { account, institution, body } = await seen(token);
+        assert.equal(account, null);
+        assert.equal(institution, w.b1.id);
+        assert.ok(!body.includes(w.accountA.id), 'B lists the id of account A');
+      }
+      // A's account admin lists it (a user of A): the account is its own, B1 is invisible to it
+      const byA = await seen(tok.adminA);
+      assert.equal(byA.account, w.accountA.id);
+      assert.equal(byA.institution, null);
+      assert.ok(!byA.body.includes(w.b1.id), 'A lists the id of B1');
+      // a superadmin sees both
+      const byRoot = await seen(tok.root);
+      assert.equal(byRoot.account, w.accountA.id);
+      assert.equal(byRoot.institution, w.b1.id);
+    } finally {
+      await t.database.db.delete(sessions).where(eq(sessions.id, id));
+    }
+  });
+
   test("a superadmin's sessions are listed to superadmins only, though its home account and the institution it switched to are the admins'", async () => {
     // the superadmin's home account is account A; this session of it was opened in institution A1
     const id = await insertLiveSession({ userId: w.superadmin.id, accountId: w.accountA.id, institutionId: w.a1.id, ip: '10.0.0.1', ua: 'operator browser' });

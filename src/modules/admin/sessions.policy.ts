@@ -1,5 +1,5 @@
 import type { AuthContext } from '../identity/auth-context.js';
-import { adminListingScope, type AdminListingScope } from '../tenancy/tenancy.policy.js';
+import { adminListingScope, visibleCurrentInstitution, visibleHomeAccount, type AdminListingScope } from '../tenancy/tenancy.policy.js';
 
 /**
  * Which login sessions an admin may list (admin.sessions.read): a superadmin all; an account admin the
@@ -12,4 +12,21 @@ import { adminListingScope, type AdminListingScope } from '../tenancy/tenancy.po
  */
 export function sessionsScope(auth: AuthContext): AdminListingScope {
   return adminListingScope(auth, 'admin.sessions.read');
+}
+
+/**
+ * What a listed session shows the caller of its user's tenants, as a user record does (tenancy.policy): `account`,
+ * the user's home account, only when visibleHomeAccount; `institution`, the one it was opened in (switched to), only
+ * when visibleCurrentInstitution (one whose account is unknown, a deleted one, to a superadmin only). Else null: a
+ * session listed to B because its user is of B, or because it was opened in B1, never tells B the id of an account
+ * or an institution of another tenant.
+ */
+export function visibleSessionTenancy(
+  auth: AuthContext,
+  session: { accountId: string; institutionId: string | null; institutionAccountId: string | null },
+): { account: string | null; institution: string | null } {
+  const { accountId, institutionId, institutionAccountId } = session;
+  const institutionVisible =
+    institutionId !== null && (institutionAccountId === null ? auth.role === 'superadmin' : visibleCurrentInstitution(auth, { id: institutionId, accountId: institutionAccountId }));
+  return { account: visibleHomeAccount(auth, accountId) ? accountId : null, institution: institutionVisible ? institutionId : null };
 }

@@ -41,6 +41,8 @@ export async function listSessions(db: DbOrTx, f: SessionListFilter, paging: { l
       lname: users.lname,
       accountId: sessions.accountId,
       institutionId: sessions.institutionId,
+      /** The account of the session's institution (null without one, or once it is deleted): whether the caller may see it. */
+      institutionAccountId: institutions.accountId,
       ip: sessions.ip,
       ua: sessions.ua,
       createdAt: sessions.createdAt,
@@ -50,6 +52,7 @@ export async function listSessions(db: DbOrTx, f: SessionListFilter, paging: { l
     })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
+    .leftJoin(institutions, eq(institutions.id, sessions.institutionId))
     .where(where)
     .orderBy(desc(sessions.createdAt), desc(sessions.id))
     .limit(paging.limit)

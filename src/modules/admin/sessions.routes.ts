@@ -19,7 +19,13 @@ export async function adminSessionsRoutes(app: App, ctx: AppContext): Promise<vo
           'Login sessions {_id, user: {_id, email, fname, lname}, account, institution, ip, ua, created, lastActivityAt, expiresAt, revoked}, ' +
           'newest first (created, then id, descending). Scope: a superadmin sees all; an account admin the sessions of users of its account ' +
           '(and sessions opened in institutions it administers elsewhere); an institution admin the sessions opened in (switched to) the ' +
-          'institutions it administers; anyone else 403. The sessions of superadmins are listed to superadmins only. Filters: account (space-separated ids), institution, usersearch (literal ' +
+          'institutions it administers; anyone else 403. The sessions of superadmins are listed to superadmins only. As in a user record ' +
+          "(GET /api/admin/user/{id}), account (the user's home account) is null unless it is one of the caller's accounts (its home " +
+          'account or that of an institution it is enrolled in), and institution is null unless the caller may see that institution (of ' +
+          "one of its accounts, or one it is enrolled in): a session of another tenant's user opened in the caller's institution does not " +
+          "show that user's account, and a session of the caller's user opened in another tenant's institution does not show that " +
+          'institution (a superadmin sees all). ' +
+          'Filters: account (space-separated ids), institution, usersearch (literal ' +
           'case-insensitive substring of e-mail, first or last name), daterange [start, end] (sessions active during it: created before ' +
           'its end and last active after its start; default the last 30 days; start after end is a 400, and so is an entry that is a leap second (23:59:60), has an offset without minutes or falls outside the years 1 to 9999 in UTC). page ≥ 1; pageSize 1..5000, ' +
           'default 100; limitsearch is a deprecated alias of pageSize (pageSize wins). Every field is optional; no body lists with the defaults.',

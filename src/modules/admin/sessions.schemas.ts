@@ -22,8 +22,8 @@ export type SessionsListInput = Static<typeof SessionsListBody>;
 export const SessionItem = Type.Object({
   _id: Type.String(),
   user: Type.Object({ _id: Type.String(), email: Type.String(), fname: Type.String(), lname: Type.String() }),
-  account: Type.String(),
-  institution: Nullable(Type.String()),
+  account: Nullable(Type.String({ description: "The user's home account; null when it is not one of the caller's accounts (a superadmin sees all)" })),
+  institution: Nullable(Type.String({ description: 'The institution the session was opened in (switched to); null without one, or when the caller may not see it' })),
   ip: Type.String(),
   ua: Type.String(),
   created: Type.String({ format: 'date-time' }),

@@ -4,7 +4,7 @@ import { badField } from '../../shared/errors.js';
 import { isUuid } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
-import { sessionsScope } from './sessions.policy.js';
+import { sessionsScope, visibleSessionTenancy } from './sessions.policy.js';
 import { listSessions, type SessionListRow } from './sessions.repository.js';
 import type { SessionsListInput } from './sessions.schemas.js';
 import { searchTerm } from '../../db/search.js';
@@ -18,12 +18,14 @@ export function idListField(field: string, value: string | undefined): string[] 
   return ids.length > 0 ? ids : undefined;
 }
 
-function presentSession(r: SessionListRow) {
+/** A session as the caller may see it: its account and institution only where sessions.policy visibleSessionTenancy lets it. */
+function presentSession(auth: AuthContext, r: SessionListRow) {
+  const { account, institution } = visibleSessionTenancy(auth, r);
   return {
     _id: r.id,
     user: { _id: r.userId, email: r.email, fname: r.fname, lname: r.lname },
-    account: r.accountId,
-    institution: r.institutionId,
+    account,
+    institution,
     ip: r.ip,
     ua: r.ua,
     created: r.createdAt.toISOString(),
@@ -50,6 +52,6 @@ export class AdminSessionsService {
       { scope, accountIds: idListField('account', input.account), institutionId: input.institution, usersearch, from, to },
       { limit, offset },
     );
-    return envelope(rows.map(presentSession), total, page, pageSize);
+    return envelope(rows.map((r) => presentSession(auth, r)), total, page, pageSize);
   }
 }
