@@ -1,6 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { eq } from 'drizzle-orm';
 import { SignJWT } from 'jose';
+import { sessions } from '../src/db/schema.js';
 import { updateUser } from '../src/modules/identity/identity.repository.js';
 import { ManualClock } from '../src/shared/clock.js';
 import { bearer, login, makeAccount, makeInstitution, makeUser, makeWorld, PASSWORD, startTestApp, type TestApp } from './support/app.js';
@@ -159,6 +161,84 @@ describe('identity: login, tokens, sessions, me', () => {
     assert.equal((list2.json().data as Array<{ _id: string; current: boolean }>).find((d) => d.current)?._id, world.a2.id);
     const denied = await t.app.inject({ method: 'POST', url: '/api/user/institution/switch', headers: bearer(accessToken), payload: { institution: world.b1.id } });
     assert.equal(denied.statusCode, 403);
+  });
+
+  // ───────────── logout while the identity policy refuses the user ─────────────
+
+  const me = (token: string) => t.app.inject({ method: 'GET', url: '/api/user/me', headers: bearer(token) });
+  const logout = (token: string) => t.app.inject({ method: 'POST', url: '/api/auth/logout', headers: bearer(token) });
+  const refresh = (refreshToken: string) => t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken } });
+  /** The session row of a token pair (a refresh token is `<sessionId>.<secret>`). */
+  const sessionOf = async (pair: { refreshToken: string }) => (await t.database.db.select().from(sessions).where(eq(sessions.id, pair.refreshToken.split('.')[0]!)))[0]!;
+
+  test('a user whose account is inactive logs out: that session is revoked, and once the account is active again neither its refresh nor its access token works', async () => {
+    const root = (await login(t.app, world.superadmin.email)).accessToken;
+    const account = await makeAccount(t.database);
+    const inst = await makeInstitution(t.database, account.id);
+    const user = await makeUser(t.database, { accountId: account.id, memberships: { [inst.id]: 'user' } });
+    const ending = await login(t.app, user.email);
+    const other = await login(t.app, user.email);
+    assert.equal((await me(ending.accessToken)).statusCode, 200);
+    const setStatus = async (status: 'active' | 'inactive') => {
+      const res = await t.app.inject({ method: 'PATCH', url: `/api/admin/account/${account.id}`, headers: bearer(root), payload: { status } });
+      assert.equal(res.statusCode, 200, res.body);
+    };
+    await setStatus('inactive');
+    // refused on every other route, as before
+    const refused = await me(ending.accessToken);
+    assert.equal(refused.statusCode, 401);
+    assert.equal(refused.json().message, 'The account of this user is inactive');
+    assert.equal((await t.app.inject({ method: 'GET', url: '/api/user/institutions', headers: { 'x-access-token': ending.accessToken } })).statusCode, 401);
+
+    const out = await logout(ending.accessToken);
+    assert.equal(out.statusCode, 200, out.body);
+    assert.deepEqual(out.json(), { success: true, message: 'Logged out' });
+    const row = await sessionOf(ending);
+    assert.equal(row.revokedReason, 'logout');
+    assert.ok(row.revokedAt instanceof Date);
+    assert.equal((await sessionOf(other)).revokedAt, null, 'only the presented session ends');
+    // the session has ended: a second logout is a 401
+    assert.equal((await logout(ending.accessToken)).statusCode, 401);
+
+    await setStatus('active');
+    assert.equal((await refresh(ending.refreshToken)).statusCode, 401);
+    const old = await me(ending.accessToken);
+    assert.equal(old.statusCode, 401);
+    assert.equal(old.json().message, 'Session has ended');
+    // the session it left alone works again, refresh included
+    assert.equal((await me(other.accessToken)).statusCode, 200);
+    assert.equal((await refresh(other.refreshToken)).statusCode, 200);
+  });
+
+  test('a disabled user logs out likewise: that session is revoked, and once enabled again neither its refresh nor its access token works', async () => {
+    const user = await makeUser(t.database, { accountId: world.accountA.id, memberships: { [world.a1.id]: 'user' } });
+    const ending = await login(t.app, user.email);
+    const other = await login(t.app, user.email);
+    assert.equal((await me(ending.accessToken)).statusCode, 200);
+    // disabled by a direct write, announced as every write is (the admin API's disabling ends every session itself)
+    const setStatus = async (status: 'active' | 'disabled') => {
+      await updateUser(t.database.db, user.id, { status }, new Date());
+      t.app.ctx.auth.cache.invalidateUser(user.id);
+    };
+    await setStatus('disabled');
+    const refused = await me(ending.accessToken);
+    assert.equal(refused.statusCode, 401);
+    assert.equal(refused.json().message, 'This user is disabled');
+
+    const out = await logout(ending.accessToken);
+    assert.equal(out.statusCode, 200, out.body);
+    const row = await sessionOf(ending);
+    assert.equal(row.revokedReason, 'logout');
+    assert.ok(row.revokedAt instanceof Date);
+    assert.equal((await sessionOf(other)).revokedAt, null, 'only the presented session ends');
+
+    await setStatus('active');
+    assert.equal((await refresh(ending.refreshToken)).statusCode, 401);
+    const old = await me(ending.accessToken);
+    assert.equal(old.statusCode, 401);
+    assert.equal(old.json().message, 'Session has ended');
+    assert.equal((await me(other.accessToken)).statusCode, 200);
+    assert.equal((await refresh(other.refreshToken)).statusCode, 200);
   });
 });
 

@@ -19,11 +19,16 @@ export function authOf(request: FastifyRequest): AuthContext {
   return request.auth;
 }
 
+/** The access token of the request (either header), or 401. */
+export function accessTokenOf(request: FastifyRequest): string {
+  const token = tokenFromHeaders(request.headers);
+  if (!token) throw unauthenticated('Missing access token (Authorization: Bearer or x-access-token)');
+  return token;
+}
+
 export function requireAuth(ctx: AppContext): preHandlerAsyncHookHandler {
   return async function authenticate(request: FastifyRequest, _reply: FastifyReply) {
-    const token = tokenFromHeaders(request.headers);
-    if (!token) throw unauthenticated('Missing access token (Authorization: Bearer or x-access-token)');
-    request.auth = await resolveAuth(ctx.db, ctx.tokens, token, ctx.clock.now(), ctx.auth);
+    request.auth = await resolveAuth(ctx.db, ctx.tokens, accessTokenOf(request), ctx.clock.now(), ctx.auth);
   };
 }
 

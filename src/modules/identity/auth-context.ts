@@ -104,7 +104,8 @@ export interface AuthRuntime {
  * instead of reading it again. Everything that would refuse the session is checked here on every
  * request, against the cached values: the cache only saves the read. A user the identity policy
  * would not let log in (disabled, inactive account, only inactive institutions) is refused here too,
- * and memberships of inactive institutions do not count.
+ * and memberships of inactive institutions do not count (only the logout lets such a user end its
+ * session: resolveSessionToEnd).
  */
 export async function resolveAuth(db: Db, tokens: TokenService, token: string, now: Date, runtime: AuthRuntime): Promise<AuthContext> {
   return resolveSession(db, await tokens.verifyAccess(token, now), now, runtime);
@@ -124,18 +125,9 @@ export async function resolveSession(
   recordActivity = true,
 ): Promise<AuthContext> {
   const nowMs = now.getTime();
-  const entry = await runtime.cache.get(claims.sessionId, nowMs, () => loadSessionAuth(db, claims.sessionId, claims.userId));
-  // the query matches session AND user; a cached entry must too
-  if (!entry || entry.userId !== claims.userId) throw unauthenticated('Session has ended');
+  const entry = await liveSession(db, claims, nowMs, runtime);
   const { row, memberships, refusal } = entry.value;
-  if (row.revokedAt) throw unauthenticated('Session has ended');
-  if (row.expiresAt.getTime() <= nowMs) throw unauthenticated('Session has expired');
-  if (refusal) {
-    // A refusal can end without this service writing anything (a reactivation through another tool):
-    // refused answers are not kept, so the next request reads again. Ended sessions stay cached: they never come back.
-    runtime.cache.forget(claims.sessionId);
-    throw unauthenticated(refusal);
-  }
+  if (refusal) throw unauthenticated(refusal);
 
   // Off the request path: queued, written by one statement shortly after; at most once a minute per session.
   if (recordActivity && nowMs - Math.max(entry.activityAt, row.lastActivityAt.getTime()) > ACTIVITY_WRITE_INTERVAL_MS) {
@@ -154,6 +146,36 @@ export async function resolveSession(
     memberships,
     user: row.user,
   };
+}
+
+/**
+ * The session of a verified access token, when it exists, is the token user's, and is neither revoked nor
+ * expired (401 otherwise): the checks every request makes. The identity policy's refusal is left to the caller
+ * (in the entry). A refusal can end without this service writing anything (a reactivation through another tool):
+ * refused answers are not kept, so the next request reads again. Ended sessions stay cached: they never come back.
+ */
+async function liveSession(db: Db, claims: Pick<AccessClaims, 'sessionId' | 'userId'>, nowMs: number, runtime: AuthRuntime) {
+  const entry = await runtime.cache.get(claims.sessionId, nowMs, () => loadSessionAuth(db, claims.sessionId, claims.userId));
+  // the query matches session AND user; a cached entry must too
+  if (!entry || entry.userId !== claims.userId) throw unauthenticated('Session has ended');
+  const { row, refusal } = entry.value;
+  if (row.revokedAt) throw unauthenticated('Session has ended');
+  if (row.expiresAt.getTime() <= nowMs) throw unauthenticated('Session has expired');
+  if (refusal) runtime.cache.forget(claims.sessionId);
+  return entry;
+}
+
+/**
+ * The session an access token may end (POST /api/auth/logout, and nothing else): the token is verified and its
+ * session checked as by resolveAuth, but the identity policy's refusal (a disabled user, an inactive account, a
+ * plain user whose every institution is inactive) does not stop it. Ending one's own session is what such a
+ * refusal wants anyway; refusing the logout only kept the session alive, to work again once reactivated. No
+ * auth context comes out of it (the refused user may do nothing else), and no activity is recorded.
+ */
+export async function resolveSessionToEnd(db: Db, tokens: TokenService, token: string, now: Date, runtime: AuthRuntime): Promise<{ sessionId: string; userId: string }> {
+  const claims = await tokens.verifyAccess(token, now);
+  await liveSession(db, claims, now.getTime(), runtime);
+  return { sessionId: claims.sessionId, userId: claims.userId };
 }
 
 /** Reads the access token from `Authorization: Bearer` or `x-access-token`; both are accepted everywhere. */

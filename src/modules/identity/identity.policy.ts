@@ -3,7 +3,9 @@ import type { AuthContext } from './auth-context.js';
 
 /**
  * Who may hold a session, and which institution a session may carry: decided here and nowhere else
- * (the login, the MFA login, the refresh and the per-request auth context all ask these).
+ * (the login, the MFA login, the refresh and the per-request auth context all ask these). A user refused
+ * by loginRefusal may still end its own live session (POST /api/auth/logout, auth-context
+ * resolveSessionToEnd): the refusal keeps users out, and a logout only takes away what it would.
  */
 
 export interface LoginSubject {

@@ -1,7 +1,7 @@
 import { Type } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.js';
-import { authOf, requireAuth, SECURED } from '../../http/auth.js';
+import { accessTokenOf, authOf, requireAuth, SECURED } from '../../http/auth.js';
 import { limits } from '../../http/rate-limit.js';
 import type { App } from '../../http/types.js';
 import { errorResponses, SuccessOnly } from '../../shared/schemas.js';
@@ -83,11 +83,21 @@ export async function identityRoutes(app: App, ctx: AppContext): Promise<Identit
   app.post(
     '/api/auth/logout',
     {
-      schema: { tags: ['auth'], summary: 'Revoke the session of the presented access token', security: SECURED, response: { 200: SuccessOnly, ...errorResponses(401) } },
-      preValidation: authenticated,
+      schema: {
+        tags: ['auth'],
+        summary: 'Revoke the session of the presented access token',
+        description:
+          'Ends the session of the access token (only that one), which must exist, be the token user\'s and be neither revoked nor expired ' +
+          '(401 otherwise). Unlike every other authenticated route, it works while the user is disabled, their account is inactive or ' +
+          'every institution of a plain user is inactive: such a user ends their own session, which would otherwise work again once ' +
+          'reactivated. On every other route the token of such a user is a 401, before the logout as after.',
+        security: SECURED,
+        response: { 200: SuccessOnly, ...errorResponses(401) },
+      },
     },
+    // not behind `authenticated`: that refuses the users whose session this must still end (IdentityService.logout)
     async (request) => {
-      await service.logout(authOf(request));
+      await service.logout(accessTokenOf(request));
       return { success: true, message: 'Logged out' };
     },
   );

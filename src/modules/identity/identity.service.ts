@@ -2,7 +2,7 @@ import type { AppContext } from '../../context.js';
 import type { DbOrTx } from '../../db/client.js';
 import { badField, forbidden, notFound, unauthenticated } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
-import type { AuthContext } from './auth-context.js';
+import { resolveSessionToEnd, type AuthContext } from './auth-context.js';
 import { assertMaySwitchTo, isActiveEnrolment, loginRefusal } from './identity.policy.js';
 import { presentUser } from './identity.presenters.js';
 import { endCredentials } from './credentials.js';
@@ -241,9 +241,17 @@ export class IdentityService {
     return this.sessions.pair(outcome.user, outcome.sessionId, outcome.institutionId, next.token, now);
   }
 
-  async logout(auth: AuthContext): Promise<void> {
-    await repo.revokeSession(this.ctx.db, auth.sessionId, 'logout', this.ctx.clock.now());
-    this.ctx.auth.cache.invalidateSession(auth.sessionId);
+  /**
+   * Ends the session of the presented access token: one that exists, is the token user's and is neither revoked
+   * nor expired (401 otherwise), whatever the identity policy would refuse now (resolveSessionToEnd): a user who
+   * was disabled or whose account or institutions went inactive ends their session too, instead of leaving it to
+   * work again once reactivated. The session leaves the auth cache here and on every other node.
+   */
+  async logout(accessToken: string): Promise<void> {
+    const now = this.ctx.clock.now();
+    const { sessionId } = await resolveSessionToEnd(this.ctx.db, this.ctx.tokens, accessToken, now, this.ctx.auth);
+    await repo.revokeSession(this.ctx.db, sessionId, 'logout', now);
+    this.ctx.auth.cache.invalidateSession(sessionId);
   }
 
   /**
