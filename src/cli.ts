@@ -18,6 +18,7 @@ Commands:
   seed-demo                               create a demo account, two institutions, admins, users, assistants and course files; prints the logins
   reembed                                 re-embed every chunk with the configured embedder (after changing it)
   regraph                                 rebuild the knowledge graph and search statistics of every indexed file
+  sweep-files [--dry-run]                 remove stored files no upload references, written over an hour ago; prints them, their count and bytes
 
 Configuration comes from the environment (see README).`;
 
@@ -37,7 +38,7 @@ function parseOptions(args: string[]) {
   try {
     return parseArgs({
       args,
-      options: { email: { type: 'string' }, password: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: { email: { type: 'string' }, password: { type: 'string' }, 'dry-run': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
       allowPositionals: false,
       strict: true,
     }).values;
@@ -59,6 +60,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
     out(USAGE);
     return command ? 0 : 1;
   }
+  if (values['dry-run'] && command !== 'sweep-files') throw new UsageError('--dry-run is an option of sweep-files only');
   const config = loadConfig(env);
   switch (command) {
     case 'serve': {
@@ -110,6 +112,26 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
         out(`done: ${r.uploads} files, ${r.chunks} chunks in ${(r.ms / 1000).toFixed(1)} s`);
       });
       return 0;
+    }
+    case 'sweep-files': {
+      const dryRun = values['dry-run'] === true;
+      const { ORPHAN_FILE_GRACE_MS, sweepOrphanFiles } = await import('./modules/vault/orphan-files.js');
+      const { createBlobStorage } = await import('./providers/storage/index.js');
+      const r = await withDatabase(config, (database) => {
+        out(`${dryRun ? 'dry run: looking for' : 'removing'} stored files no upload references, last written over ${ORPHAN_FILE_GRACE_MS / 60_000} minutes ago...`);
+        return sweepOrphanFiles(database.db, createBlobStorage(config), {
+          dryRun,
+          onOrphan: (file, outcome, err) => {
+            const what = `${file.key} (${file.size} bytes, last written ${file.modifiedAt.toISOString()}${file.partial ? ', an unfinished upload' : ''})`;
+            if (outcome === 'failed') out(`  could not remove ${what}: ${err instanceof Error ? err.message : String(err)}`);
+            else out(`  ${outcome === 'kept' ? 'would remove' : 'removed'} ${what}`);
+          },
+        });
+      });
+      const files = (n: number) => `${n} file${n === 1 ? '' : 's'}`;
+      if (dryRun) out(`dry run: ${files(r.orphans)} (${r.orphanBytes} bytes) of ${r.listed} stored would be removed; nothing was removed`);
+      else out(`removed ${files(r.removed)} (${r.removedBytes} bytes) of ${r.listed} stored${r.failed > 0 ? `; ${files(r.failed)} could not be removed` : ''}`);
+      return r.failed > 0 ? 1 : 0;
     }
     case 'reembed': {
       const { reembedFromCli } = await import('./modules/vault/ingest/reembed-cli.js');

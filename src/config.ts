@@ -52,6 +52,8 @@ export interface AppConfig {
   cloudRevokeUrls: Record<string, string>;
   /** Ingestion workers in this process; 0 disables background ingestion on this node. */
   ingestWorkers: number;
+  /** Hours between this node's sweeps of stored files no upload references (vault/orphan-files.ts); 0: no sweep job on this node. */
+  fileSweepIntervalHours: number;
   /** Auth cache: sessions kept, and the age bound of an entry (0 disables the cache). */
   authCacheMaxEntries: number;
   authCacheTtlSeconds: number;
@@ -391,6 +393,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     ssoTestAllowPrivate: bool('SSO_TEST_ALLOW_PRIVATE', false),
     cloudRevokeUrls,
     ingestWorkers: int('INGEST_WORKERS', 1, 0, 16),
+    fileSweepIntervalHours: int('FILE_SWEEP_INTERVAL_HOURS', 6, 0, 168),
     authCacheMaxEntries: int('AUTH_CACHE_MAX_ENTRIES', 10_000, 0, 10_000_000),
     authCacheTtlSeconds: int('AUTH_CACHE_TTL_SECONDS', 60, 0, 86_400),
     pgliteWorker: bool('PGLITE_WORKER', nodeEnv !== 'test'),

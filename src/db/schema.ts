@@ -284,6 +284,8 @@ export const uploads = pgTable(
     index('uploads_owner_idx').on(t.ownerUserId),
     index('uploads_collection_idx').on(t.collectionId),
     index('uploads_name_trgm').using('gin', sql`translate(lower(${t.originalname}), 'ς', 'σ') gin_trgm_ops`),
+    // the sweep of stored files asks which of a page of storage keys an upload references (vault/orphan-files.ts)
+    index('uploads_storage_key_idx').on(t.storageKey),
   ],
 );
 

@@ -1,6 +1,6 @@
 import { and, desc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import { rowsOf, type DbOrTx } from '../../db/client.js';
-import { containsInsensitive, inList } from '../../db/search.js';
+import { containsInsensitive, inList, textArray } from '../../db/search.js';
 import { institutions, uploads } from '../../db/schema.js';
 import { removeUploadIndex } from '../search/search.repository.js';
 import { storableText } from '../../shared/storable-text.js';
@@ -156,6 +156,20 @@ export async function markDeleted(tx: DbOrTx, id: string, now: Date): Promise<Up
     .returning();
   if (row) await removeUploadIndex(tx, id);
   return row;
+}
+
+/**
+ * Of these storage keys, the ones an upload that is not deleted references: one statement (an index lookup
+ * a key). A deleted upload's key is not counted: DELETE /api/user/files/{id} removes its bytes after the
+ * commit, its download is a 404, and a deletion is never undone.
+ */
+export async function referencedStorageKeys(db: DbOrTx, keys: readonly string[]): Promise<Set<string>> {
+  if (keys.length === 0) return new Set();
+  const rows = await rowsOf<{ storage_key: string }>(
+    db,
+    sql`select storage_key from uploads where storage_key = any(${textArray(keys)}::text[]) and status <> 'deleted'`,
+  );
+  return new Set(rows.map((r) => r.storage_key));
 }
 
 // ───────────── ingestion ─────────────

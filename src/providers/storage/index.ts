@@ -3,8 +3,8 @@ import type { AppConfig } from '../../config.js';
 import { LocalBlobStorage } from './local.js';
 import type { BlobStorage } from './types.js';
 
-export type { BlobStorage } from './types.js';
-export { BlobNotFoundError } from './types.js';
+export type { BlobStorage, StoredBlob } from './types.js';
+export { BLOB_LIST_PAGE_MAX, BlobNotFoundError } from './types.js';
 export { LocalBlobStorage } from './local.js';
 
 /** The configured blob storage: the local folder `${DATA_DIR}/files` (the only implementation so far). */

@@ -1,0 +1,210 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { Counter } from 'prom-client';
+import type { AppContext } from '../../context.js';
+import type { Db } from '../../db/client.js';
+import type { App } from '../../http/types.js';
+import type { BlobStorage, StoredBlob } from '../../providers/storage/index.js';
+import { referencedStorageKeys } from './uploads.repository.js';
+
+/**
+ * How long a stored file no upload references is left alone. An upload's bytes are stored before its row
+ * is inserted (uploads.service create: the put, then the transaction), on this node or on another one
+ * sharing the storage; a put's temporary file is written as the bytes arrive. A file's age counts from its
+ * last byte written (the mtime; an object store's LastModified), so the time a client takes to send a large
+ * file does not count, only what comes after it: the rename and the row's transaction, seconds (minutes
+ * when uploads of one institution queue on its row lock). An hour is far beyond that, and beyond the clock
+ * skew between nodes and a shared volume; an orphan costing its bytes an hour longer costs nothing.
+ */
+export const ORPHAN_FILE_GRACE_MS = 60 * 60 * 1000;
+/** The node's first sweep comes this long after it is ready (out of the way of start-up: embedder check, index warming). */
+export const FILE_SWEEP_FIRST_DELAY_MS = 60 * 1000;
+/** Keys checked against the database by one statement (a listing page). */
+export const FILE_SWEEP_PAGE = 500;
+/** Removals in flight at once. */
+const DELETE_CONCURRENCY = 8;
+
+export type OrphanOutcome = 'removed' | 'kept' | 'failed';
+
+export interface OrphanSweepOptions {
+  /** Find and report, remove nothing. */
+  dryRun?: boolean;
+  graceMs?: number;
+  pageSize?: number;
+  /** Stops the pass between pages (the node shuts down). */
+  signal?: AbortSignal;
+  /** Waited for before each statement: on the embedded engine, until requests leave it alone (db/activity.ts). */
+  giveWay?: () => Promise<void>;
+  /**
+   * The wall clock, in epoch ms, that file times are compared with: the storage's clock, not the app's
+   * (tests move the app's clock; a file's mtime stays where the file system put it).
+   */
+  now?: () => number;
+  /** Told of each orphan: removed, kept (a dry run), or failed (with its error: the next pass tries again). */
+  onOrphan?: (file: StoredBlob, outcome: OrphanOutcome, err?: unknown) => void;
+}
+
+export interface OrphanSweepResult {
+  /** Stored objects listed. */
+  listed: number;
+  /** Objects no upload references (or that only a deleted upload does), older than the grace period, and their bytes. */
+  orphans: number;
+  orphanBytes: number;
+  /** Of those, removed (none in a dry run) and their bytes; and those whose removal failed. */
+  removed: number;
+  removedBytes: number;
+  failed: number;
+}
+
+/**
+ * One pass over the blob storage: removes the stored files that no upload references, last written more
+ * than the grace period ago. They are left behind when a deletion (DELETE /api/user/files/{id}, or of a
+ * user, institution or account) commits and its process dies, or its removal of the bytes fails, before
+ * the bytes are gone; or when an upload's row is never inserted after its bytes were stored. A put's
+ * temporary file that old is an upload abandoned mid-write: removed too. The listing is read a page at a
+ * time, each page checked by one statement. Safe on several nodes at once: an object another node removed
+ * first is not an error (it is counted by both).
+ */
+export async function sweepOrphanFiles(db: Db, storage: BlobStorage, options: OrphanSweepOptions = {}): Promise<OrphanSweepResult> {
+  const graceMs = options.graceMs ?? ORPHAN_FILE_GRACE_MS;
+  const now = options.now ?? Date.now;
+  const result: OrphanSweepResult = { listed: 0, orphans: 0, orphanBytes: 0, removed: 0, removedBytes: 0, failed: 0 };
+  for await (const page of storage.list({ pageSize: options.pageSize ?? FILE_SWEEP_PAGE })) {
+    if (options.signal?.aborted) break;
+    result.listed += page.length;
+    // the files' times were read before this: one written after the cutoff is young, whatever happened since
+    const cutoff = now() - graceMs;
+    const old = page.filter((f) => f.modifiedAt.getTime() <= cutoff);
+    if (old.length === 0) continue;
+    await options.giveWay?.();
+    if (options.signal?.aborted) break;
+    // a put's temporary file is asked about too: keys are opaque, one could look like a temporary name
+    const referenced = await referencedStorageKeys(db, old.map((f) => f.key));
+    const orphans = old.filter((f) => !referenced.has(f.key));
+    for (let i = 0; i < orphans.length; i += DELETE_CONCURRENCY) {
+      await Promise.all(
+        orphans.slice(i, i + DELETE_CONCURRENCY).map(async (file) => {
+          result.orphans++;
+          result.orphanBytes += file.size;
+          if (options.dryRun) return options.onOrphan?.(file, 'kept');
+          try {
+            await storage.delete(file.key);
+          } catch (err) {
+            result.failed++;
+            return options.onOrphan?.(file, 'failed', err);
+          }
+          result.removed++;
+          result.removedBytes += file.size;
+          options.onOrphan?.(file, 'removed');
+        }),
+      );
+    }
+  }
+  return result;
+}
+
+export interface FileSweepSchedule {
+  /** Between passes; 0: no pass unless asked (run()). */
+  intervalMs: number;
+  /** Before the first pass after start(). */
+  firstDelayMs: number;
+  graceMs?: number;
+}
+
+/**
+ * The node's sweep of stored files no upload references (sweepOrphanFiles): shortly after the app is
+ * ready, then every FILE_SWEEP_INTERVAL_HOURS; stopped (between two pages) when the shutdown begins. Every
+ * node sweeps the shared storage on its own schedule: passes of two nodes may overlap, harmlessly.
+ */
+export class OrphanFileSweep {
+  private first: NodeJS.Timeout | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<OrphanSweepResult | undefined> | undefined;
+  private readonly stopping = new AbortController();
+  /** Passes this node finished (a failed one included). */
+  passes = 0;
+
+  constructor(
+    private readonly deps: { db: Db; storage: BlobStorage; log: FastifyBaseLogger; giveWay?: () => Promise<void>; removed?: (files: number, bytes: number) => void },
+    private readonly schedule: FileSweepSchedule,
+  ) {}
+
+  start(): void {
+    if (this.first || this.timer || this.schedule.intervalMs <= 0 || this.stopping.signal.aborted) return;
+    this.first = setTimeout(() => void this.run(), this.schedule.firstDelayMs).unref();
+    this.timer = setInterval(() => void this.run(), this.schedule.intervalMs).unref();
+  }
+
+  /** Ends the schedule, stops a pass in flight after its page, and waits for it. */
+  async stop(): Promise<void> {
+    clearTimeout(this.first);
+    clearInterval(this.timer);
+    this.stopping.abort();
+    await this.running;
+  }
+
+  /** One pass (a pass already running is not started twice); undefined when it failed (logged). */
+  run(): Promise<OrphanSweepResult | undefined> {
+    this.running ??= this.pass().finally(() => {
+      this.running = undefined;
+      this.passes++;
+    });
+    return this.running;
+  }
+
+  private async pass(): Promise<OrphanSweepResult | undefined> {
+    const { log } = this.deps;
+    try {
+      const result = await sweepOrphanFiles(this.deps.db, this.deps.storage, {
+        graceMs: this.schedule.graceMs,
+        signal: this.stopping.signal,
+        giveWay: this.deps.giveWay,
+        onOrphan: (file, outcome, err) => {
+          if (outcome === 'failed') log.warn({ err, key: file.key }, 'could not remove a stored file no upload references; trying again at the next sweep');
+        },
+      });
+      if (result.removed > 0) {
+        this.deps.removed?.(result.removed, result.removedBytes);
+        log.info({ removed: result.removed, bytes: result.removedBytes, listed: result.listed, failed: result.failed }, 'removed stored files no upload references');
+      }
+      return result;
+    } catch (err) {
+      log.error({ err }, 'the sweep of stored files no upload references failed; trying again at the next sweep');
+      return undefined;
+    }
+  }
+}
+
+/**
+ * This node's sweep (app.fileSweep), scheduled from when the app is ready, stopped when the shutdown
+ * begins; on the embedded engine its statements give way to requests. Counted in /metrics.
+ */
+export function registerFileSweep(app: App, ctx: AppContext): OrphanFileSweep {
+  const files = new Counter({ name: 'vault_orphan_files_removed_total', help: 'Stored files no upload referenced, removed by this node\'s sweep', registers: [app.metrics] });
+  const bytes = new Counter({ name: 'vault_orphan_file_bytes_removed_total', help: 'Bytes of the stored files this node\'s sweep removed', registers: [app.metrics] });
+  const background = ctx.database.background;
+  const sweep = new OrphanFileSweep(
+    {
+      db: background?.db ?? ctx.db,
+      storage: ctx.providers.storage,
+      log: ctx.log,
+      ...(background ? { giveWay: background.giveWay } : {}),
+      removed: (n, b) => {
+        files.inc(n);
+        bytes.inc(b);
+      },
+    },
+    { intervalMs: ctx.config.fileSweepIntervalHours * 60 * 60 * 1000, firstDelayMs: FILE_SWEEP_FIRST_DELAY_MS },
+  );
+  app.decorate('fileSweep', sweep);
+  app.addHook('onReady', async () => sweep.start());
+  ctx.shutdown.closing.addEventListener('abort', () => void sweep.stop(), { once: true });
+  app.addHook('preClose', () => sweep.stop());
+  return sweep;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This node's sweep of stored files no upload references (vault/orphan-files.ts). */
+    fileSweep: OrphanFileSweep;
+  }
+}
