@@ -128,6 +128,10 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
           },
         });
       });
+      if (r.refused) {
+        out(`refused: ${r.refused}`);
+        return 1;
+      }
       const files = (n: number) => `${n} file${n === 1 ? '' : 's'}`;
       if (dryRun) out(`dry run: ${files(r.orphans)} (${r.orphanBytes} bytes) of ${r.listed} stored would be removed; nothing was removed`);
       else out(`removed ${files(r.removed)} (${r.removedBytes} bytes) of ${r.listed} stored${r.failed > 0 ? `; ${files(r.failed)} could not be removed` : ''}`);

@@ -7,7 +7,7 @@ import { sql } from 'drizzle-orm';
 import { buildApp, type App } from '../src/app.js';
 import { runCli } from '../src/cli.js';
 import { rowsOf } from '../src/db/client.js';
-import { ORPHAN_FILE_GRACE_MS, OrphanFileSweep, sweepOrphanFiles } from '../src/modules/vault/orphan-files.js';
+import { ORPHAN_FILE_GRACE_MS, OrphanFileSweep, STORAGE_OWNER_KEY, sweepOrphanFiles } from '../src/modules/vault/orphan-files.js';
 import { LocalBlobStorage, uploadKey, type BlobStorage, type StoredBlob } from '../src/providers/storage/index.js';
 import { newId } from '../src/shared/ids.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, testConfig, type TestApp } from './support/app.js';
@@ -207,6 +207,73 @@ describe('the sweep of stored files no upload references', () => {
   });
 });
 
+describe('a file storage is swept by the database it belongs to alone', () => {
+  test('the first pass marks the storage with its database; an empty database claims no storage holding files; another database removes nothing from a marked one', async () => {
+    const storage = new LocalBlobStorage(join(mkdtempSync(join(tmpdir(), 'twin-owned-files-')), 'files'));
+    const root = storage.root;
+    const env = { FILE_SWEEP_INTERVAL_HOURS: '0', LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '10000' };
+    // two databases (two data directories) whose nodes are given one file storage
+    const first = await startTestApp({ env, build: { providers: { storage } } });
+    const second = await startTestApp({ env, build: { providers: { storage } } });
+    const ownerOf = async (t: TestApp) =>
+      (await rowsOf<{ id: string }>(t.database.db, sql`select value->>'id' as id from system_state where key = 'file_storage_owner'`))[0]?.id;
+    const uploadIn = async (t: TestApp, content: string) => {
+      const w = await makeWorld(t.database);
+      const token = (await login(t.app, w.userA1.email)).accessToken;
+      const up = await uploadOk(t.app, token, { name: 'owned.txt', content, type: 'text/plain' }, { scope: 'personal' });
+      await waitForIngestion(t.app, token, up._id);
+      return storageKeyOf(t, up._id);
+    };
+    try {
+      const orphan = uploadKey(newId());
+      await storage.put(orphan, Buffer.from('bytes no row references'));
+      age(root, orphan);
+
+      // the second database has no upload at all while the storage holds files: it claims nothing and removes nothing
+      const empty = await second.app.fileSweep.run();
+      assert.match(empty?.refused ?? '', /^this database has no upload at all while the file storage holds files/);
+      assert.deepEqual([empty?.listed, empty?.removed], [0, 0]);
+      assert.equal(existsSync(pathIn(root, orphan)), true);
+      assert.equal(existsSync(pathIn(root, STORAGE_OWNER_KEY)), false, 'a refused pass marks nothing');
+
+      // the first database, with an upload, claims the storage and sweeps it; its mark is neither listed nor removed
+      const firstKey = await uploadIn(first, 'The first database keeps this file.');
+      age(root, firstKey);
+      const dry = await sweepOrphanFiles(first.database.db, storage, { dryRun: true });
+      assert.deepEqual([dry.refused, dry.orphans, dry.removed], [undefined, 1, 0]);
+      assert.equal(existsSync(pathIn(root, STORAGE_OWNER_KEY)), false, 'a dry run claims nothing');
+      const swept = await first.app.fileSweep.run();
+      assert.deepEqual([swept?.refused, swept?.listed, swept?.removed], [undefined, 2, 1]);
+      assert.equal(existsSync(pathIn(root, orphan)), false);
+      const owner = await ownerOf(first);
+      assert.ok(owner, 'the first database has its id');
+      assert.deepEqual(JSON.parse(readFileSync(pathIn(root, STORAGE_OWNER_KEY), 'utf8')), { database: owner });
+      age(root, STORAGE_OWNER_KEY);
+      assert.deepEqual([(await first.app.fileSweep.run())?.listed, existsSync(pathIn(root, STORAGE_OWNER_KEY))], [1, true]);
+
+      // the second database, now with an upload of its own, sweeps nothing of the storage the first one marked
+      const secondKey = await uploadIn(second, 'The second database keeps this file.');
+      const another = uploadKey(newId());
+      await storage.put(another, Buffer.from('another orphan'));
+      for (const key of [secondKey, another]) age(root, key);
+      for (const dryRun of [true, false]) {
+        const refused = await sweepOrphanFiles(second.database.db, storage, { dryRun });
+        assert.match(refused.refused ?? '', new RegExp(`^the file storage belongs to another database \\(its storage-owner names ${owner}; this database is ${await ownerOf(second)}\\)`));
+        assert.deepEqual([refused.listed, refused.orphans, refused.removed], [0, 0, 0]);
+      }
+      for (const key of [firstKey, secondKey, another]) assert.equal(existsSync(pathIn(root, key)), true, `${key} was removed`);
+      // an unreadable mark is another database's too
+      writeFileSync(pathIn(root, STORAGE_OWNER_KEY), 'not json');
+      assert.match((await first.app.fileSweep.run())?.refused ?? '', /^the file storage belongs to another database \(its storage-owner names \(unreadable: "not json"\)/);
+      assert.equal(existsSync(pathIn(root, another)), true);
+    } finally {
+      await first.close();
+      await second.close();
+      rmSync(dirname(root), { recursive: true, force: true });
+    }
+  });
+});
+
 describe('LocalBlobStorage.list', () => {
   let root: string;
   before(() => {
@@ -303,6 +370,19 @@ describe('npm run cli -- sweep-files', () => {
       assert.equal(res.statusCode, 200, res.body);
       assert.equal(res.body, content);
     });
+  });
+
+  test('a storage marked by another database: the run removes nothing and exits 1', async () => {
+    const orphan = uploadKey(newId());
+    await new LocalBlobStorage(root()).put(orphan, Buffer.from('an orphan'));
+    age(root(), orphan);
+    writeFileSync(pathIn(root(), STORAGE_OWNER_KEY), JSON.stringify({ database: 'another-database' }));
+    for (const argv of [['sweep-files', '--dry-run'], ['sweep-files']]) {
+      const r = await run(...argv);
+      assert.equal(r.code, 1, r.output);
+      assert.match(r.output, /^refused: the file storage belongs to another database \(its storage-owner names another-database; /m);
+    }
+    assert.equal(existsSync(pathIn(root(), orphan)), true);
   });
 
   test('--dry-run belongs to sweep-files alone', async () => {

@@ -3,8 +3,8 @@ import { Counter } from 'prom-client';
 import type { AppContext } from '../../context.js';
 import type { Db } from '../../db/client.js';
 import type { App } from '../../http/types.js';
-import type { BlobStorage, StoredBlob } from '../../providers/storage/index.js';
-import { referencedStorageKeys } from './uploads.repository.js';
+import { BlobNotFoundError, type BlobStorage, type StoredBlob } from '../../providers/storage/index.js';
+import { anyUploadRecorded, databaseStorageOwner, referencedStorageKeys } from './uploads.repository.js';
 
 /**
  * How long a stored file no upload references is left alone. An upload's bytes are stored before its row
@@ -53,6 +53,59 @@ export interface OrphanSweepResult {
   removed: number;
   removedBytes: number;
   failed: number;
+  /** Why the pass removed nothing and looked no further (storageOwnership): set only then. */
+  refused?: string;
+}
+
+/**
+ * The storage object naming the database whose uploads the storage holds: `{"database": "<id>"}`, the id of
+ * databaseStorageOwner. A flat key, never an upload's (uploadKey's are under `uploads/`), and never swept.
+ */
+export const STORAGE_OWNER_KEY = 'storage-owner';
+
+/**
+ * Whether this database may sweep this storage: undefined when it may, else why not. A sweep removes what its
+ * database does not reference, so a node pointed at another database (a new DATABASE_URL, the database of
+ * another data directory) with the same files would remove every file older than the grace period. The storage is
+ * therefore marked with the id of the database that swept it first (STORAGE_OWNER_KEY), and a database with
+ * another id sweeps nothing. An unmarked storage is claimed by the first sweep, unless this database holds no
+ * upload row at all while the storage holds files: an empty database facing stored files is the mistake this
+ * guards against, not a database whose files are all gone (their rows stay as `deleted`). A dry run claims nothing.
+ */
+async function storageOwnership(db: Db, storage: BlobStorage, dryRun: boolean): Promise<string | undefined> {
+  const owner = await databaseStorageOwner(db, new Date());
+  let marked: string | undefined;
+  try {
+    const text = (await storage.getBuffer(STORAGE_OWNER_KEY)).toString('utf8');
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const database = (parsed as { database?: unknown } | undefined)?.database;
+    marked = typeof database === 'string' ? database : `(unreadable: ${JSON.stringify(text.slice(0, 80))})`;
+  } catch (err) {
+    if (!(err instanceof BlobNotFoundError)) throw err;
+  }
+  if (marked === owner) return undefined;
+  if (marked !== undefined) {
+    return (
+      `the file storage belongs to another database (its ${STORAGE_OWNER_KEY} names ${marked}; this database is ${owner}): ` +
+      `nothing is removed. If this database really is the one the files belong to, remove the storage's ${STORAGE_OWNER_KEY}`
+    );
+  }
+  if (!(await anyUploadRecorded(db)) && (await holdsFiles(storage))) {
+    return 'this database has no upload at all while the file storage holds files (another database\'s?): nothing is removed';
+  }
+  if (!dryRun) await storage.put(STORAGE_OWNER_KEY, Buffer.from(JSON.stringify({ database: owner })));
+  return undefined;
+}
+
+/** Whether the storage holds anything besides its owner mark (its first page is enough). */
+async function holdsFiles(storage: BlobStorage): Promise<boolean> {
+  for await (const page of storage.list({ pageSize: 2 })) return page.some((f) => f.key !== STORAGE_OWNER_KEY);
+  return false;
 }
 
 /**
@@ -68,8 +121,12 @@ export async function sweepOrphanFiles(db: Db, storage: BlobStorage, options: Or
   const graceMs = options.graceMs ?? ORPHAN_FILE_GRACE_MS;
   const now = options.now ?? Date.now;
   const result: OrphanSweepResult = { listed: 0, orphans: 0, orphanBytes: 0, removed: 0, removedBytes: 0, failed: 0 };
-  for await (const page of storage.list({ pageSize: options.pageSize ?? FILE_SWEEP_PAGE })) {
+  await options.giveWay?.();
+  const refused = await storageOwnership(db, storage, options.dryRun === true);
+  if (refused) return { ...result, refused };
+  for await (const listed of storage.list({ pageSize: options.pageSize ?? FILE_SWEEP_PAGE })) {
     if (options.signal?.aborted) break;
+    const page = listed.filter((f) => f.key !== STORAGE_OWNER_KEY);
     result.listed += page.length;
     // the files' times were read before this: one written after the cutoff is young, whatever happened since
     const cutoff = now() - graceMs;
@@ -162,6 +219,7 @@ export class OrphanFileSweep {
           if (outcome === 'failed') log.warn({ err, key: file.key }, 'could not remove a stored file no upload references; trying again at the next sweep');
         },
       });
+      if (result.refused) log.error(`the sweep of stored files no upload references refused: ${result.refused}`);
       if (result.removed > 0) {
         this.deps.removed?.(result.removed, result.removedBytes);
         log.info({ removed: result.removed, bytes: result.removedBytes, listed: result.listed, failed: result.failed }, 'removed stored files no upload references');

@@ -3,6 +3,7 @@ import { rowsOf, type DbOrTx } from '../../db/client.js';
 import { containsInsensitive, inList, textArray } from '../../db/search.js';
 import { institutions, uploads } from '../../db/schema.js';
 import { removeUploadIndex } from '../search/search.repository.js';
+import { newId } from '../../shared/ids.js';
 import { storableText } from '../../shared/storable-text.js';
 import type { AuthContext } from '../identity/auth-context.js';
 import type { FileStatusFilter } from './uploads.schemas.js';
@@ -156,6 +157,33 @@ export async function markDeleted(tx: DbOrTx, id: string, now: Date): Promise<Up
     .returning();
   if (row) await removeUploadIndex(tx, id);
   return row;
+}
+
+/** The system_state entry naming this database to the file storage it owns (vault/orphan-files.ts storageOwnership). */
+const STORAGE_OWNER_STATE = 'file_storage_owner';
+
+/**
+ * The id this database gives itself towards its file storage: made once (the first sweep of any node), the same
+ * for every node on the database, and kept with the data (a backup restores it with the uploads' rows).
+ */
+export async function databaseStorageOwner(db: DbOrTx, now: Date): Promise<string> {
+  const [row] = await rowsOf<{ id: string }>(
+    db,
+    sql`with made as (
+          insert into system_state (key, value, updated_at) values (${STORAGE_OWNER_STATE}, jsonb_build_object('id', ${newId()}::text), ${now.toISOString()}::timestamptz)
+          on conflict (key) do nothing
+          returning value->>'id' as id
+        )
+        select id from made union all select value->>'id' from system_state where key = ${STORAGE_OWNER_STATE} limit 1`,
+  );
+  if (!row?.id) throw new Error(`system_state ${STORAGE_OWNER_STATE} holds no id`);
+  return row.id;
+}
+
+/** Whether any upload row exists, whatever its status (a deleted file's row stays). */
+export async function anyUploadRecorded(db: DbOrTx): Promise<boolean> {
+  const [row] = await rowsOf<{ any: boolean }>(db, sql`select exists (select 1 from uploads) as any`);
+  return row?.any === true;
 }
 
 /**
