@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { buildApp, type App } from '../src/app.js';
 import { runCli } from '../src/cli.js';
+import { loadConfig } from '../src/config.js';
 import { rowsOf } from '../src/db/client.js';
 import { ORPHAN_FILE_GRACE_MS, OrphanFileSweep, STORAGE_OWNER_KEY, sweepOrphanFiles } from '../src/modules/vault/orphan-files.js';
 import { LocalBlobStorage, uploadKey, type BlobStorage, type StoredBlob } from '../src/providers/storage/index.js';
@@ -392,5 +393,5 @@ describe('npm run cli -- sweep-files', () => {
 
 test('FILE_SWEEP_INTERVAL_HOURS is 0 to 168', () => {
   assert.throws(() => testConfig(tmpdir(), { FILE_SWEEP_INTERVAL_HOURS: '169' }), /FILE_SWEEP_INTERVAL_HOURS must be an integer from 0 to 168 \(got "169"\)/);
-  assert.equal(testConfig(tmpdir(), {}).fileSweepIntervalHours, 6);
+  assert.equal(loadConfig({ NODE_ENV: 'test', DATA_DIR: tmpdir() }).fileSweepIntervalHours, 6);
 });

@@ -40,6 +40,9 @@ export function testConfig(dataDir: string, env: Record<string, string> = {}): A
     JWT_SECRET: 'test-secret-test-secret-test-secret-0123456789',
     ENCRYPTION_KEY: 'test-encryption-key-test-encryption-key-0123',
     LOG_LEVEL: 'silent',
+    // no scheduled sweep of stored files (it would write its storage-owner mark into the files that tests count);
+    // test/vault-orphan-files.test.ts runs it on purpose
+    FILE_SWEEP_INTERVAL_HOURS: '0',
     ...env,
   });
 }
