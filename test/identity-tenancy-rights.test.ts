@@ -10,8 +10,9 @@ import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from '
  * before its fix): roles granted across accounts, refresh tokens reused after several rotations, the current
  * institution of a session, account-level fields set to the text "null", a cancelled MFA enrolment's code,
  * a missing institution named by a superadmin, admins disabling themselves or the platform losing its last
- * superadmin, the enrolment of a user of another account that the institution's admins could not end, and
- * a user's current institution and home account shown to admins of another tenant.
+ * superadmin, the enrolment of a user of another account that the institution's admins could not end, a
+ * user's current institution and home account shown to admins of another tenant, and the users listing's
+ * account filter matching, for those admins, the id of an account they cannot see.
  */
 describe('identity and tenancy: rights and session rules', () => {
   let t: TestApp;
@@ -236,5 +237,33 @@ describe('identity and tenancy: rights and session rules', () => {
     const patched = await inj('PATCH', `/api/admin/user/${member.id}`, tok.superadmin!, { fname: 'Renamed' });
     assert.equal(patched.statusCode, 200, patched.body);
     assert.equal(patched.json().data.account, w.accountA.id);
+  });
+
+  test("the account filter of GET /api/admin/users matches nothing for an account id the caller cannot see: B's admin cannot tell which of its listed users are of account A", async () => {
+    // a user of account A enrolled in B1 too (as a superadmin may do): B's account admin lists it, without its account
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'user' } });
+    const adminB = (await login(t.app, w.accountAdminB.email)).accessToken;
+    const users = async (token: string, query: Record<string, string>) => {
+      const res = await inj('GET', `/api/admin/users?${new URLSearchParams({ pageSize: '5000', ...query })}`, token);
+      assert.equal(res.statusCode, 200, res.body);
+      const body = res.json();
+      return { total: body.total as number, ids: (body.data as Array<{ _id: string }>).map((u) => u._id) };
+    };
+    const byEmail = { search: member.email };
+    assert.deepEqual(await users(adminB, byEmail), { total: 1, ids: [member.id] }, 'B lists the user without the filter');
+
+    // B filtering by A's id: nothing, as for an id of no account at all
+    assert.deepEqual(await users(adminB, { ...byEmail, account: w.accountA.id }), { total: 0, ids: [] });
+    assert.deepEqual(await users(adminB, { account: w.accountA.id }), { total: 0, ids: [] });
+    // a mix of A and B: B's own users only, exactly as with B alone
+    const onlyB = await users(adminB, { account: w.accountB.id });
+    assert.ok(onlyB.ids.includes(w.userB1.id) && !onlyB.ids.includes(member.id));
+    assert.deepEqual(await users(adminB, { account: `${w.accountA.id} ${w.accountB.id}` }), onlyB);
+
+    // those who see account A find the user by it
+    for (const token of [tok.superadmin!, tok.accountAdminA!]) {
+      assert.deepEqual(await users(token, { ...byEmail, account: w.accountA.id }), { total: 1, ids: [member.id] });
+      assert.ok((await users(token, { account: w.accountA.id })).ids.includes(w.userA1.id));
+    }
   });
 });

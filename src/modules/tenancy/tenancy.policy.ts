@@ -205,6 +205,18 @@ export function visibleHomeAccount(p: Principal, accountId: string): boolean {
   return seesAccount(p, accountId);
 }
 
+/**
+ * The ids of an admin listing's `account` filter that may select rows for the caller: those visibleHomeAccount
+ * holds for (a superadmin keeps all). The filter matches a user's home account, which a record shows the caller
+ * only when it may see it; an id it cannot see selects no row it may see as "of that account", so it matches
+ * nothing: B's admin filtering by the id of account A must not learn which of the users it lists (A's users
+ * enrolled in B's institutions) are of A. undefined (no filter) stays undefined; a filter of invisible ids only
+ * is [] (no row), and a mix keeps the visible ones.
+ */
+export function visibleAccountFilter(p: Principal, accountIds: readonly string[] | undefined): string[] | undefined {
+  return accountIds?.filter((id) => visibleHomeAccount(p, id));
+}
+
 // ───────────── decisions the service used to take itself (moved here: services ask, policies decide) ─────────────
 
 /** Creating an account: superadmins only (accounts.create). */

@@ -34,6 +34,7 @@ import {
   limitsEmailProbes,
   listingScope,
   mayRemoveSuperadmin,
+  visibleAccountFilter,
   visibleCurrentInstitution,
   visibleHomeAccount,
   visibleMembership,
@@ -586,7 +587,7 @@ export class TenancyService {
     const search = searchTerm(query.search);
     const { rows, total } = await repo.listUsers(
       this.db,
-      { scope, accountIds: idList(query.account), institutionId: query.institution, search },
+      { scope, accountIds: visibleAccountFilter(auth, idList(query.account)), institutionId: query.institution, search },
       { limit, offset },
     );
     const memberships = await repo.membershipsOfUsers(this.db, rows.map((r) => r.id));
