@@ -1,5 +1,5 @@
 import { after, before, describe, test } from 'node:test';
-import { eq } from 'drizzle-orm';
+import { eq, inArray } from 'drizzle-orm';
 import assert from 'node:assert/strict';
 import { sessions } from '../src/db/schema.js';
 import { newId } from '../src/shared/ids.js';
@@ -156,6 +156,35 @@ describe('POST /api/admin/sessions', () => {
       assert.equal(byRoot.institution, w.b1.id);
     } finally {
       await t.database.db.delete(sessions).where(eq(sessions.id, id));
+    }
+  });
+
+  test("the account filter matches nothing for an account id the caller cannot see: B's admin cannot tell which sessions it lists are of account A", async () => {
+    // a user of A enrolled in B1 with a session opened there, and a user of B enrolled in A1 with a session opened there: B's account admin lists both
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'user' } });
+    const visitor = await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.b1.id]: 'user', [w.a1.id]: 'user' } });
+    const inB1 = await insertLiveSession({ userId: member.id, accountId: w.accountA.id, institutionId: w.b1.id, ip: '10.0.0.10', ua: 'member browser' });
+    const inA1 = await insertLiveSession({ userId: visitor.id, accountId: w.accountB.id, institutionId: w.a1.id, ip: '10.0.0.11', ua: 'visitor browser' });
+    const listed = async (token: string, payload: Record<string, unknown>) => {
+      const res = await list(token, { pageSize: 5000, ...payload });
+      assert.equal(res.statusCode, 200, res.body);
+      return { total: res.json().total as number, ids: (res.json().data as any[]).map((s) => s._id as string) };
+    };
+    try {
+      for (const [user, id] of [[member, inB1], [visitor, inA1]] as const) {
+        assert.deepEqual(await listed(tok.adminB, { usersearch: user.email }), { total: 1, ids: [id] }, 'B lists it without the filter');
+        // B filtering by A's id: nothing, neither "this user is of A" nor "this session was opened in an institution of A"
+        assert.deepEqual(await listed(tok.adminB, { usersearch: user.email, account: w.accountA.id }), { total: 0, ids: [] });
+        // those who see account A find it by it: a superadmin, and A's account admin (a user of A; opened in A1)
+        for (const token of [tok.root, tok.adminA]) assert.deepEqual(await listed(token, { usersearch: user.email, account: w.accountA.id }), { total: 1, ids: [id] });
+      }
+      assert.deepEqual(await listed(tok.adminB, { account: w.accountA.id }), { total: 0, ids: [] });
+      // a mix of A and B: B's sessions only, exactly as with B alone
+      const onlyB = await listed(tok.adminB, { account: w.accountB.id });
+      assert.ok(onlyB.ids.includes(inB1) && onlyB.ids.includes(inA1), 'opened in B1; a user of B');
+      assert.deepEqual(await listed(tok.adminB, { account: `${w.accountA.id} ${w.accountB.id}` }), onlyB);
+    } finally {
+      await t.database.db.delete(sessions).where(inArray(sessions.id, [inB1, inA1]));
     }
   });
 

@@ -1,5 +1,5 @@
 import type { AuthContext } from '../identity/auth-context.js';
-import { adminListingScope, visibleCurrentInstitution, visibleHomeAccount, type AdminListingScope } from '../tenancy/tenancy.policy.js';
+import { adminListingScope, visibleAccountFilter, visibleCurrentInstitution, visibleHomeAccount, type AdminListingScope } from '../tenancy/tenancy.policy.js';
 
 /**
  * Which login sessions an admin may list (admin.sessions.read): a superadmin all; an account admin the
@@ -29,4 +29,16 @@ export function visibleSessionTenancy(
   const institutionVisible =
     institutionId !== null && (institutionAccountId === null ? auth.role === 'superadmin' : visibleCurrentInstitution(auth, { id: institutionId, accountId: institutionAccountId }));
   return { account: visibleHomeAccount(auth, accountId) ? accountId : null, institution: institutionVisible ? institutionId : null };
+}
+
+/**
+ * The ids of the listing's `account` filter that may select sessions for the caller: tenancy.policy
+ * visibleAccountFilter (the accounts visibleHomeAccount holds for; a superadmin keeps all). The filter matches the
+ * sessions of users of an account and those opened in its institutions; for an account the caller cannot see, the
+ * listing shows neither (account and institution null: visibleSessionTenancy), so its id matches nothing. B's
+ * admin filtering by the id of account A learns neither which sessions opened in B1 are of A's users nor which of
+ * its users' sessions were opened in A's institutions; only such ids list nothing, a mix lists the visible ones'.
+ */
+export function sessionsAccountFilter(auth: AuthContext, accountIds: readonly string[] | undefined): string[] | undefined {
+  return visibleAccountFilter(auth, accountIds);
 }

@@ -4,7 +4,7 @@ import { badField } from '../../shared/errors.js';
 import { isUuid } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
-import { sessionsScope, visibleSessionTenancy } from './sessions.policy.js';
+import { sessionsAccountFilter, sessionsScope, visibleSessionTenancy } from './sessions.policy.js';
 import { listSessions, type SessionListRow } from './sessions.repository.js';
 import type { SessionsListInput } from './sessions.schemas.js';
 import { searchTerm } from '../../db/search.js';
@@ -49,7 +49,7 @@ export class AdminSessionsService {
     const usersearch = searchTerm(input.usersearch);
     const { rows, total } = await listSessions(
       this.ctx.db,
-      { scope, accountIds: idListField('account', input.account), institutionId: input.institution, usersearch, from, to },
+      { scope, accountIds: sessionsAccountFilter(auth, idListField('account', input.account)), institutionId: input.institution, usersearch, from, to },
       { limit, offset },
     );
     return envelope(rows.map((r) => presentSession(auth, r)), total, page, pageSize);
