@@ -12,7 +12,8 @@ import { bearer, login, makeUser, makeWorld, startTestApp, type TestApp } from '
  * a missing institution named by a superadmin, admins disabling themselves or the platform losing its last
  * superadmin, the enrolment of a user of another account that the institution's admins could not end, a
  * user's current institution and home account shown to admins of another tenant, and the users listing's
- * account filter matching, for those admins, the id of an account they cannot see.
+ * account and institution filters matching, for those admins, the id of an account or an institution they
+ * cannot see.
  */
 describe('identity and tenancy: rights and session rules', () => {
   let t: TestApp;
@@ -27,6 +28,13 @@ describe('identity and tenancy: rights and session rules', () => {
 
   const inj = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, token: string, payload?: Record<string, unknown>) =>
     t.app.inject({ method, url, headers: bearer(token), ...(payload ? { payload } : {}) });
+  /** GET /api/admin/users with these query fields (pageSize 5000): its total and the ids it lists. */
+  const listedUsers = async (token: string, query: Record<string, string>) => {
+    const res = await inj('GET', `/api/admin/users?${new URLSearchParams({ pageSize: '5000', ...query })}`, token);
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json();
+    return { total: body.total as number, ids: (body.data as Array<{ _id: string }>).map((u) => u._id) };
+  };
   const refresh = (refreshToken: string) => t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken } });
 
   test("an account admin grants its role only in its own account, not in another account where it administers an institution", async () => {
@@ -243,27 +251,54 @@ describe('identity and tenancy: rights and session rules', () => {
     // a user of account A enrolled in B1 too (as a superadmin may do): B's account admin lists it, without its account
     const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'user' } });
     const adminB = (await login(t.app, w.accountAdminB.email)).accessToken;
-    const users = async (token: string, query: Record<string, string>) => {
-      const res = await inj('GET', `/api/admin/users?${new URLSearchParams({ pageSize: '5000', ...query })}`, token);
-      assert.equal(res.statusCode, 200, res.body);
-      const body = res.json();
-      return { total: body.total as number, ids: (body.data as Array<{ _id: string }>).map((u) => u._id) };
-    };
     const byEmail = { search: member.email };
-    assert.deepEqual(await users(adminB, byEmail), { total: 1, ids: [member.id] }, 'B lists the user without the filter');
+    assert.deepEqual(await listedUsers(adminB, byEmail), { total: 1, ids: [member.id] }, 'B lists the user without the filter');
 
     // B filtering by A's id: nothing, as for an id of no account at all
-    assert.deepEqual(await users(adminB, { ...byEmail, account: w.accountA.id }), { total: 0, ids: [] });
-    assert.deepEqual(await users(adminB, { account: w.accountA.id }), { total: 0, ids: [] });
+    assert.deepEqual(await listedUsers(adminB, { ...byEmail, account: w.accountA.id }), { total: 0, ids: [] });
+    assert.deepEqual(await listedUsers(adminB, { account: w.accountA.id }), { total: 0, ids: [] });
     // a mix of A and B: B's own users only, exactly as with B alone
-    const onlyB = await users(adminB, { account: w.accountB.id });
+    const onlyB = await listedUsers(adminB, { account: w.accountB.id });
     assert.ok(onlyB.ids.includes(w.userB1.id) && !onlyB.ids.includes(member.id));
-    assert.deepEqual(await users(adminB, { account: `${w.accountA.id} ${w.accountB.id}` }), onlyB);
+    assert.deepEqual(await listedUsers(adminB, { account: `${w.accountA.id} ${w.accountB.id}` }), onlyB);
 
     // those who see account A find the user by it
     for (const token of [tok.superadmin!, tok.accountAdminA!]) {
-      assert.deepEqual(await users(token, { ...byEmail, account: w.accountA.id }), { total: 1, ids: [member.id] });
-      assert.ok((await users(token, { account: w.accountA.id })).ids.includes(w.userA1.id));
+      assert.deepEqual(await listedUsers(token, { ...byEmail, account: w.accountA.id }), { total: 1, ids: [member.id] });
+      assert.ok((await listedUsers(token, { account: w.accountA.id })).ids.includes(w.userA1.id));
+    }
+  });
+
+  test("the institution filter of GET /api/admin/users matches nothing for an institution the caller cannot see: an admin cannot tell which of its listed users are enrolled in another tenant's institution", async () => {
+    // a user of B enrolled in A1 too, and a user of A enrolled in B1 too (as a superadmin may do)
+    const visitor = await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.b1.id]: 'user', [w.a1.id]: 'user' } });
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'user' } });
+    const adminB = (await login(t.app, w.accountAdminB.email)).accessToken;
+    const instAdminB1 = (await login(t.app, (await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.b1.id]: 'admin' } })).email)).accessToken;
+    // an account admin of A enrolled nowhere (the first test enrolled the world's one in B1, which it therefore sees)
+    const adminA = (await login(t.app, (await makeUser(t.database, { accountId: w.accountA.id, role: 'accountadmin' })).email)).accessToken;
+    for (const token of [adminB, instAdminB1]) assert.equal((await inj('GET', `/api/admin/institution/${w.a1.id}`, token)).statusCode, 404, 'A1 is invisible to B');
+    assert.equal((await inj('GET', `/api/admin/institution/${w.b1.id}`, adminA)).statusCode, 404, 'B1 is invisible to this admin of A');
+
+    // B's user enrolled in A1: B's admins list it, but filtering by A1 finds nothing, as for an id of no institution at all
+    for (const token of [adminB, instAdminB1]) {
+      assert.deepEqual(await listedUsers(token, { search: visitor.email }), { total: 1, ids: [visitor.id] }, 'B lists the user without the filter');
+      assert.deepEqual(await listedUsers(token, { search: visitor.email, institution: w.a1.id }), { total: 0, ids: [] });
+      assert.deepEqual(await listedUsers(token, { institution: w.a1.id }), { total: 0, ids: [] });
+    }
+    // A's user enrolled in B1: A's account admin lists it, but filtering by B1 finds nothing
+    assert.deepEqual(await listedUsers(adminA, { search: member.email }), { total: 1, ids: [member.id] }, 'A lists the user without the filter');
+    assert.deepEqual(await listedUsers(adminA, { search: member.email, institution: w.b1.id }), { total: 0, ids: [] });
+    assert.deepEqual(await listedUsers(adminA, { institution: w.b1.id }), { total: 0, ids: [] });
+    // its own institution still filters
+    assert.deepEqual(await listedUsers(adminA, { search: member.email, institution: w.a1.id }), { total: 1, ids: [member.id] });
+
+    // those who see the institution find the user by it: a superadmin, A's admins for A1, B's admins for B1
+    for (const token of [tok.superadmin!, tok.accountAdminA!, tok.adminA1!]) {
+      assert.deepEqual(await listedUsers(token, { search: visitor.email, institution: w.a1.id }), { total: 1, ids: [visitor.id] });
+    }
+    for (const token of [tok.superadmin!, adminB, instAdminB1]) {
+      assert.deepEqual(await listedUsers(token, { search: member.email, institution: w.b1.id }), { total: 1, ids: [member.id] });
     }
   });
 });

@@ -217,6 +217,26 @@ export function visibleAccountFilter(p: Principal, accountIds: readonly string[]
   return accountIds?.filter((id) => visibleHomeAccount(p, id));
 }
 
+/**
+ * The `institution` filter of an admin listing as it may select rows for the caller: [the id] when the caller may
+ * see that institution, by the rule of the records (visibleCurrentInstitution, visibleMembership: one of its
+ * accounts, or enrolled there), else [] (no row). `institution` is the filtered institution as stored, undefined when
+ * there is none. A listing shows another tenant's institution as null (or not at all); its id selecting rows inside
+ * the caller's scope would tell them apart anyway: B's admin filtering by A1 must not learn which of its users are
+ * enrolled in A1, nor which of its users' sessions were opened there. A superadmin keeps any id, one of an
+ * institution that no longer exists too (it is shown such ids: sessions.policy visibleSessionTenancy); for anyone
+ * else an unknown id matches nothing. undefined (no filter) stays undefined.
+ */
+export function visibleInstitutionFilter(
+  p: Principal,
+  institutionId: string | undefined,
+  institution: { id: string; accountId: string } | undefined,
+): string[] | undefined {
+  if (institutionId === undefined) return undefined;
+  if (p.role === 'superadmin') return [institutionId];
+  return institution?.id === institutionId && visibleCurrentInstitution(p, institution) ? [institutionId] : [];
+}
+
 // ───────────── decisions the service used to take itself (moved here: services ask, policies decide) ─────────────
 
 /** Creating an account: superadmins only (accounts.create). */

@@ -310,7 +310,8 @@ export async function lockActiveSuperadmins(db: DbOrTx): Promise<Array<{ id: str
 export interface UserListFilter {
   scope: RowScope;
   accountIds?: readonly string[];
-  institutionId?: string;
+  /** Members of one of these institutions; an empty list matches nothing (the filter named an institution the caller may not see). */
+  institutionIds?: readonly string[];
   search?: string;
 }
 
@@ -323,7 +324,7 @@ export async function listUsers(db: DbOrTx, filter: UserListFilter, paging: Pagi
   const conditions: SQL[] = [];
   if (!filter.scope.all) conditions.push(or(inList(users.accountId, filter.scope.accountIds), memberOf(filter.scope.institutionIds))!);
   if (filter.accountIds) conditions.push(inList(users.accountId, filter.accountIds));
-  if (filter.institutionId) conditions.push(memberOf([filter.institutionId]));
+  if (filter.institutionIds) conditions.push(memberOf(filter.institutionIds));
   if (filter.search) {
     conditions.push(or(containsInsensitive(users.email, filter.search), containsInsensitive(users.fname, filter.search), containsInsensitive(users.lname, filter.search))!);
   }

@@ -315,7 +315,9 @@ export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyS
           "account (space-separated ids of the users' home accounts), institution (members of it), search (literal case-insensitive substring " +
           "of e-mail, fname, lname). An account id that is not one of the caller's accounts (its home account or that of an institution it " +
           'is enrolled in) matches no user, as the records never show it: filtering by only such ids lists nothing (total 0), and with ' +
-          'other ids it adds no user (a superadmin sees all). ' +
+          'other ids it adds no user (a superadmin sees all). Likewise an institution the caller may not see (not of one of its accounts ' +
+          'nor one it is enrolled in) matches no user, as memberships never show it: filtering by it lists nothing (total 0), as for an ' +
+          'institution that does not exist (a superadmin sees all). ' +
           "Sorted by e-mail. memberships lists only institutions of the caller's accounts (and those it is enrolled in); institution, the " +
           "user's current institution, is null when it is not one of those, and account, the user's home account, is null when it is not one " +
           "of the caller's accounts (its home account or that of an institution it is enrolled in): a user of another tenant enrolled in an " +

@@ -37,6 +37,7 @@ import {
   visibleAccountFilter,
   visibleCurrentInstitution,
   visibleHomeAccount,
+  visibleInstitutionFilter,
   visibleMembership,
   type TransferSide,
 } from './tenancy.policy.js';
@@ -585,9 +586,10 @@ export class TenancyService {
     const scope = listingScope(auth, 'users.read');
     const { page, pageSize, limit, offset } = pageWindow(query);
     const search = searchTerm(query.search);
+    const institution = query.institution === undefined ? undefined : await repo.findInstitution(this.db, query.institution);
     const { rows, total } = await repo.listUsers(
       this.db,
-      { scope, accountIds: visibleAccountFilter(auth, idList(query.account)), institutionId: query.institution, search },
+      { scope, accountIds: visibleAccountFilter(auth, idList(query.account)), institutionIds: visibleInstitutionFilter(auth, query.institution, institution), search },
       { limit, offset },
     );
     const memberships = await repo.membershipsOfUsers(this.db, rows.map((r) => r.id));
