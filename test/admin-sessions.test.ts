@@ -188,6 +188,48 @@ describe('POST /api/admin/sessions', () => {
     }
   });
 
+  test("the institution filter matches nothing for an institution the caller cannot see: an admin cannot tell which sessions it lists were opened in another tenant's institution", async () => {
+    // a user of B enrolled in A1 with a session opened there, listed to B's account admin (a user of B) with institution null;
+    // a user of A enrolled in B1 with a session opened there, listed to A's account admin (a user of A) with institution null
+    const visitor = await makeUser(t.database, { accountId: w.accountB.id, memberships: { [w.b1.id]: 'user', [w.a1.id]: 'user' } });
+    const member = await makeUser(t.database, { accountId: w.accountA.id, memberships: { [w.a1.id]: 'user', [w.b1.id]: 'user' } });
+    const inA1 = await insertLiveSession({ userId: visitor.id, accountId: w.accountB.id, institutionId: w.a1.id, ip: '10.0.0.12', ua: 'visitor browser' });
+    const inB1 = await insertLiveSession({ userId: member.id, accountId: w.accountA.id, institutionId: w.b1.id, ip: '10.0.0.13', ua: 'member browser' });
+    // a session of a user of B opened in an institution that no longer exists (sessions keep the id): listed to B with institution null
+    const gone = newId();
+    const inGone = await insertLiveSession({ userId: visitor.id, accountId: w.accountB.id, institutionId: gone, ip: '10.0.0.14', ua: 'visitor browser' });
+    const listed = async (token: string, payload: Record<string, unknown>) => {
+      const res = await list(token, { pageSize: 5000, ...payload });
+      assert.equal(res.statusCode, 200, res.body);
+      return { total: res.json().total as number, ids: (res.json().data as any[]).map((s) => s._id as string), institutions: (res.json().data as any[]).map((s) => s.institution as string | null) };
+    };
+    try {
+      const byB = await listed(tok.adminB, { usersearch: visitor.email });
+      assert.equal(byB.total, 2, 'B lists both without the filter');
+      assert.deepEqual([...byB.ids].sort(), [inA1, inGone].sort());
+      assert.deepEqual(byB.institutions, [null, null]);
+      assert.deepEqual(await listed(tok.adminA, { usersearch: member.email }), { total: 1, ids: [inB1], institutions: [null] }, 'A lists it without the filter');
+      // filtering by the institution it cannot see: nothing, as for an id of no institution at all
+      const none = { total: 0, ids: [], institutions: [] };
+      assert.deepEqual(await listed(tok.adminB, { usersearch: visitor.email, institution: w.a1.id }), none);
+      assert.deepEqual(await listed(tok.adminB, { institution: w.a1.id }), none);
+      assert.deepEqual(await listed(tok.adminB, { usersearch: visitor.email, institution: gone }), none);
+      assert.deepEqual(await listed(tok.adminA, { usersearch: member.email, institution: w.b1.id }), none);
+      assert.deepEqual(await listed(tok.adminA, { institution: w.b1.id }), none);
+      // those who see the institution find the session by it: a superadmin and A's admins for A1, a superadmin and B's admin for B1
+      for (const token of [tok.root, tok.adminA, tok.instAdminA1]) {
+        assert.deepEqual(await listed(token, { usersearch: visitor.email, institution: w.a1.id }), { total: 1, ids: [inA1], institutions: [w.a1.id] });
+      }
+      for (const token of [tok.root, tok.adminB]) {
+        assert.deepEqual(await listed(token, { usersearch: member.email, institution: w.b1.id }), { total: 1, ids: [inB1], institutions: [w.b1.id] });
+      }
+      // a superadmin, who reads the id of an institution that no longer exists, finds the session by it
+      assert.deepEqual(await listed(tok.root, { usersearch: visitor.email, institution: gone }), { total: 1, ids: [inGone], institutions: [gone] });
+    } finally {
+      await t.database.db.delete(sessions).where(inArray(sessions.id, [inA1, inB1, inGone]));
+    }
+  });
+
   test("a superadmin's sessions are listed to superadmins only, though its home account and the institution it switched to are the admins'", async () => {
     // the superadmin's home account is account A; this session of it was opened in institution A1
     const id = await insertLiveSession({ userId: w.superadmin.id, accountId: w.accountA.id, institutionId: w.a1.id, ip: '10.0.0.1', ua: 'operator browser' });

@@ -1,5 +1,5 @@
 import type { AuthContext } from '../identity/auth-context.js';
-import { adminListingScope, visibleAccountFilter, visibleCurrentInstitution, visibleHomeAccount, type AdminListingScope } from '../tenancy/tenancy.policy.js';
+import { adminListingScope, visibleAccountFilter, visibleCurrentInstitution, visibleHomeAccount, visibleInstitutionFilter, type AdminListingScope } from '../tenancy/tenancy.policy.js';
 
 /**
  * Which login sessions an admin may list (admin.sessions.read): a superadmin all; an account admin the
@@ -41,4 +41,20 @@ export function visibleSessionTenancy(
  */
 export function sessionsAccountFilter(auth: AuthContext, accountIds: readonly string[] | undefined): string[] | undefined {
   return visibleAccountFilter(auth, accountIds);
+}
+
+/**
+ * The listing's `institution` filter as it may select sessions for the caller: tenancy.policy visibleInstitutionFilter
+ * ([the id] when the caller may see the institution, else []: no session; a superadmin keeps any id). The listing shows
+ * such an institution as null (visibleSessionTenancy), so its id must not select sessions either: B's admin filtering
+ * by A1 learns not which of its users' sessions were opened in A1, nor A's admin filtering by B1 which of its users'
+ * sessions were opened in B1. An institution that no longer exists (sessions keep its id) is shown to superadmins only,
+ * and matches for them only. `institution` is the filtered institution as stored, undefined when there is none.
+ */
+export function sessionsInstitutionFilter(
+  auth: AuthContext,
+  institutionId: string | undefined,
+  institution: { id: string; accountId: string } | undefined,
+): string[] | undefined {
+  return visibleInstitutionFilter(auth, institutionId, institution);
 }

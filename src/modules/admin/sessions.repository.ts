@@ -7,7 +7,8 @@ import type { AdminListingScope } from '../tenancy/tenancy.policy.js';
 export interface SessionListFilter {
   scope: AdminListingScope;
   accountIds?: readonly string[];
-  institutionId?: string;
+  /** Sessions opened in (switched to) one of these institutions; an empty list matches nothing (the filter named an institution the caller may not see). */
+  institutionIds?: readonly string[];
   usersearch?: string;
   from: Date;
   to: Date;
@@ -28,7 +29,7 @@ export async function listSessions(db: DbOrTx, f: SessionListFilter, paging: { l
   if (!scope.all) conditions.push(or(ofAccounts(scope.accountIds), inList(sessions.institutionId, scope.institutionIds))!);
   if (!superadmins) conditions.push(ne(users.role, 'superadmin'));
   if (f.accountIds) conditions.push(ofAccounts(f.accountIds));
-  if (f.institutionId) conditions.push(eq(sessions.institutionId, f.institutionId));
+  if (f.institutionIds) conditions.push(inList(sessions.institutionId, f.institutionIds));
   if (f.usersearch) conditions.push(or(containsInsensitive(users.email, f.usersearch), containsInsensitive(users.fname, f.usersearch), containsInsensitive(users.lname, f.usersearch))!);
   const where = and(...conditions);
   const [counted] = await db.select({ n: sql<number>`count(*)::int` }).from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(where);

@@ -27,7 +27,9 @@ export async function adminSessionsRoutes(app: App, ctx: AppContext): Promise<vo
           'institution (a superadmin sees all). ' +
           'Filters: account (space-separated ids: sessions of users of those accounts, or opened in their institutions; an id that is ' +
           "not one of the caller's accounts, as above, matches no session, so only such ids list nothing (total 0) and with other ids " +
-          'they add no session; a superadmin sees all), institution, usersearch (literal ' +
+          'they add no session; a superadmin sees all), institution (sessions opened in it; an institution the caller may not see, as ' +
+          'above, matches no session (total 0), as does one that does not exist; a superadmin finds the sessions of any id, one of an ' +
+          'institution since deleted too), usersearch (literal ' +
           'case-insensitive substring of e-mail, first or last name), daterange [start, end] (sessions active during it: created before ' +
           'its end and last active after its start; default the last 30 days; start after end is a 400, and so is an entry that is a leap second (23:59:60), has an offset without minutes or falls outside the years 1 to 9999 in UTC). page ≥ 1; pageSize 1..5000, ' +
           'default 100; limitsearch is a deprecated alias of pageSize (pageSize wins). Every field is optional; no body lists with the defaults.',

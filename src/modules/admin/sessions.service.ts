@@ -4,7 +4,8 @@ import { badField } from '../../shared/errors.js';
 import { isUuid } from '../../shared/ids.js';
 import { envelope, pageWindow } from '../../shared/schemas.js';
 import type { AuthContext } from '../identity/auth-context.js';
-import { sessionsAccountFilter, sessionsScope, visibleSessionTenancy } from './sessions.policy.js';
+import { findInstitution } from '../tenancy/tenancy.repository.js';
+import { sessionsAccountFilter, sessionsInstitutionFilter, sessionsScope, visibleSessionTenancy } from './sessions.policy.js';
 import { listSessions, type SessionListRow } from './sessions.repository.js';
 import type { SessionsListInput } from './sessions.schemas.js';
 import { searchTerm } from '../../db/search.js';
@@ -47,9 +48,17 @@ export class AdminSessionsService {
     const to = toText ? dateTimeField('daterange.1', toText) : now;
     if (from.getTime() > to.getTime()) throw badField('daterange', 'daterange must be [startDate, endDate] with startDate not after endDate');
     const usersearch = searchTerm(input.usersearch);
+    const institution = input.institution === undefined ? undefined : await findInstitution(this.ctx.db, input.institution);
     const { rows, total } = await listSessions(
       this.ctx.db,
-      { scope, accountIds: sessionsAccountFilter(auth, idListField('account', input.account)), institutionId: input.institution, usersearch, from, to },
+      {
+        scope,
+        accountIds: sessionsAccountFilter(auth, idListField('account', input.account)),
+        institutionIds: sessionsInstitutionFilter(auth, input.institution, institution),
+        usersearch,
+        from,
+        to,
+      },
       { limit, offset },
     );
     return envelope(rows.map((r) => presentSession(auth, r)), total, page, pageSize);
