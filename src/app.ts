@@ -42,6 +42,7 @@ import { IndexWarmer } from './modules/search/indexing.js';
 import { SegmentCache } from './modules/search/segments.js';
 import { ScopeCache, UploadRowCache } from './modules/search/scopes.js';
 import { CACHE_RESET, ChannelInvalidationBus, type CacheInvalidation } from './platform/invalidation.js';
+import { IdempotencyKeys } from './platform/idempotency.js';
 import { searchRoutes } from './modules/search/search.routes.js';
 import { conversationRoutes } from './modules/conversation/conversation.routes.js';
 import { loadRedisAdapterModules, RealtimeGateway } from './modules/realtime/gateway.js';
@@ -229,8 +230,11 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
       ...(database.kind === 'pglite' ? { vacuum: true } : { vacuum: false, lockTimeoutMs: VECTOR_DRAIN_LOCK_TIMEOUT_MS }),
     }),
     shutdown,
+    idempotency: new IdempotencyKeys(database.db, clock, app.log),
   };
   app.decorate('ctx', ctx);
+  // the leases of running keyed requests are renewed from the start until the app closes (after the drain)
+  app.addHook('onReady', async () => ctx.idempotency.start());
   await healthRoutes(app, ctx);
   const identity = await identityRoutes(app, ctx);
   await tenancyRoutes(app, ctx);
@@ -255,6 +259,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
     invalidation.close();
     if (ownsCacheChannel) await cacheChannel.close();
     await ctx.auth.activity.flush();
+    await ctx.idempotency.stop();
     if (ownsDatabase) await database.close();
   });
   return app;

@@ -14,6 +14,7 @@ import type { IndexWarmer } from './modules/search/indexing.js';
 import type { VectorDrain } from './modules/search/vector-drain.js';
 import type { Clock } from './shared/clock.js';
 import type { Shutdown } from './platform/shutdown.js';
+import type { IdempotencyKeys } from './platform/idempotency.js';
 
 /** The edges of the world: each has a local default and a real implementation chosen by configuration. */
 export interface Providers {
@@ -52,4 +53,6 @@ export interface AppContext {
   indexWarmer: IndexWarmer;
   /** The graceful shutdown's steps and signals (platform/shutdown.ts): background work stops on `closing`, model calls on `inFlight` (joined by the provider). */
   shutdown: Shutdown;
+  /** Runs requests under their Idempotency-Key and renews the leases of the claims this node's requests hold (platform/idempotency.ts). */
+  idempotency: IdempotencyKeys;
 }

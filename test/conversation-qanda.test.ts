@@ -7,11 +7,15 @@ import { rowsOf } from '../src/db/client.js';
 import { extendReservation, reserveCredits, balanceOf, releaseStaleReservations, settleCredits, ReservationClosedError } from '../src/modules/conversation/credits.repository.js';
 import { RESERVATION_STALE_MS, ReservationSweep } from '../src/modules/conversation/reservation-sweep.js';
 import {
+  ClaimLostError,
   claimIdempotencyKey,
   completeIdempotencyKey,
   deleteExpiredIdempotencyKeys,
+  holdIdempotencyKey,
   IDEMPOTENCY_KEY_TTL_MS,
+  IDEMPOTENCY_LEASE_MS,
   releaseIdempotencyKey,
+  renewIdempotencyLeases,
 } from '../src/platform/idempotency.js';
 import { RAG_ONLY_NOTHING_FOUND } from '../src/modules/conversation/qanda.service.js';
 import { reservationSweep } from '../src/modules/conversation/conversation.routes.js';
@@ -926,36 +930,46 @@ describe('Q&A pipeline against an OpenAI-compatible SSE server', () => {
       assert.equal(await historiesOf(w.userA1.id, 'bounds'), 0);
     });
 
-    test('a key whose request died is taken over once stale; a finished key expires after 24 hours (and the sweep deletes it)', async () => {
+    test('a claim whose holder stops renewing its lease is taken over once it lapses; the first holder can then neither complete nor release it; a finished key expires after 24 hours (and the sweep deletes it)', async () => {
       const now = new Date('2030-01-01T00:00:00Z');
-      const staleBefore = (at: Date) => new Date(at.getTime() - RESERVATION_STALE_MS);
-      const claimed = await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', now, staleBefore(now));
-      assert.equal(claimed.state, 'claimed');
-      const soon = new Date(now.getTime() + 60_000);
-      assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', soon, staleBefore(soon)), { state: 'running' });
-      const late = new Date(now.getTime() + RESERVATION_STALE_MS + 1);
-      const taken = await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', late, staleBefore(late));
-      assert.equal(taken.state, 'claimed');
-      // the first claimant, finishing after the takeover, neither completes nor releases the new claim
-      await completeIdempotencyKey(t.database.db, w.userB1.id, 'died', now, { stale: true });
-      await releaseIdempotencyKey(t.database.db, w.userB1.id, 'died', now);
-      assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', late, staleBefore(late)), { state: 'running' });
-      await completeIdempotencyKey(t.database.db, w.userB1.id, 'died', late, { ok: 1 });
+      const first = { userId: w.userB1.id, key: 'died', holder: 'holder-1' };
+      const claimed = await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', 'holder-1', now);
+      assert.deepEqual(claimed, { state: 'claimed', holder: 'holder-1', tookOverFrom: null });
+      // renewed within its lease, the claim is held however long the request runs
+      let at = now.getTime();
+      for (let i = 0; i < 5; i++) {
+        at += IDEMPOTENCY_LEASE_MS - 1;
+        assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', 'holder-x', new Date(at)), { state: 'running' });
+        assert.equal(await renewIdempotencyLeases(t.database.db, [first], new Date(at)), 1);
+      }
+      // its holder goes silent: one lease later the key is the next request's
+      const late = new Date(at + IDEMPOTENCY_LEASE_MS + 1);
+      assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', 'holder-2', late), { state: 'claimed', holder: 'holder-2', tookOverFrom: 'holder-1' });
+      // the first holder, finishing after the takeover, neither completes, holds, renews nor releases the new claim
+      await assert.rejects(completeIdempotencyKey(t.database.db, first, { stale: true }), ClaimLostError);
+      await assert.rejects(holdIdempotencyKey(t.database.db, first), ClaimLostError);
+      assert.equal(await renewIdempotencyLeases(t.database.db, [first], late), 0);
+      await releaseIdempotencyKey(t.database.db, first);
+      assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', 'holder-3', late), { state: 'running' });
+      const second = { userId: w.userB1.id, key: 'died', holder: 'holder-2' };
+      await holdIdempotencyKey(t.database.db, second);
+      await completeIdempotencyKey(t.database.db, second, { ok: 1 });
+      // a completed key is no lease: it is replayed, however long after, until it expires
       const day = new Date(late.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1);
-      assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', day, staleBefore(day)), { state: 'replay', response: { ok: 1 } });
+      assert.deepEqual(await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f1', 'holder-4', day), { state: 'replay', response: { ok: 1 } });
       const keyRows = async () => (await rowsOf<{ n: number }>(t.database.db, sql`select count(*)::int as n from idempotency_keys where user_id = ${w.userB1.id}`))[0]!.n;
       await deleteExpiredIdempotencyKeys(t.database.db, day); // the other tests' keys (made today) go; this one stays
       assert.equal(await keyRows(), 1);
       // past 24 hours the key is a new request's, whatever it asks
       const expired = new Date(late.getTime() + IDEMPOTENCY_KEY_TTL_MS + 1);
-      assert.equal((await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f2', expired, staleBefore(expired))).state, 'claimed');
-      await completeIdempotencyKey(t.database.db, w.userB1.id, 'died', expired, { ok: 2 });
+      assert.equal((await claimIdempotencyKey(t.database.db, w.userB1.id, 'died', 'f2', 'holder-5', expired)).state, 'claimed');
+      await completeIdempotencyKey(t.database.db, { userId: w.userB1.id, key: 'died', holder: 'holder-5' }, { ok: 2 });
       assert.equal(await deleteExpiredIdempotencyKeys(t.database.db, new Date(expired.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1)), 0);
       assert.equal(await deleteExpiredIdempotencyKeys(t.database.db, new Date(expired.getTime() + IDEMPOTENCY_KEY_TTL_MS + 1)), 1);
       assert.equal(await keyRows(), 0);
       // the reservation sweep of every node deletes them
       const later = new Date(expired.getTime() + 1000);
-      assert.equal((await claimIdempotencyKey(t.database.db, w.userB1.id, 'swept', 'f3', later, staleBefore(later))).state, 'claimed');
+      assert.equal((await claimIdempotencyKey(t.database.db, w.userB1.id, 'swept', 'f3', 'holder-6', later)).state, 'claimed');
       const errors: string[] = [];
       const log = { warn: () => undefined, error: (_o: object, m: string) => void errors.push(m) } as never;
       await new ReservationSweep(t.database.db, { now: () => new Date(later.getTime() + IDEMPOTENCY_KEY_TTL_MS - 1) }, log, () => undefined).run();

@@ -459,7 +459,8 @@ export const creditReservations = pgTable(
  * Idempotency keys (the `Idempotency-Key` header of the Q&A endpoints and the credit movements): a key a
  * user sent is claimed by one request; its successful response is kept with it, in the commit that makes
  * its effect, and a retry with the same key and the same request gets that response again instead of
- * acting twice. A request that fails gives its key back. Kept 24 hours (platform/idempotency.ts).
+ * acting twice. A request that fails gives its key back; one whose holder stops renewing its lease (its process died)
+ * is taken over by a retry. Kept 24 hours (platform/idempotency.ts).
  */
 export const idempotencyKeys = pgTable(
   'idempotency_keys',
@@ -472,6 +473,16 @@ export const idempotencyKeys = pgTable(
     fingerprint: text('fingerprint').notNull(),
     /** the response of the request that claimed the key; null while it runs */
     response: jsonb('response'),
+    /**
+     * The request holding the claim (a Q&A request's history id, the ref_id of its credit reservation): only it may
+     * renew, complete or release the claim. Null on claims made before leases.
+     */
+    holder: text('holder'),
+    /**
+     * Until when the running claim is held: its holder renews it while it runs; once it has lapsed (the holder went
+     * silent: its process died) a retry takes the key over. Null once completed, and on claims made before leases.
+     */
+    leaseUntil: ts('lease_until'),
     createdAt: created(),
   },
   (t) => [primaryKey({ columns: [t.userId, t.key] }), index('idempotency_keys_created_idx').on(t.createdAt)],

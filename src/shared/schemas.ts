@@ -82,4 +82,6 @@ export const IDEMPOTENCY_NOTE =
   'Retries: send an Idempotency-Key header (1-255 visible ASCII characters, new for each request of a user). A retry with the same key ' +
   'and the same request after it succeeded gets the same response again, with the header Idempotent-Replayed: true, and acts no second ' +
   'time; while the first is still running: 409 CONFLICT with Retry-After; the same key with a different request: 400; a request that ' +
-  'fails gives its key back (its retry runs afresh). Keys are kept 24 hours.';
+  'fails gives its key back (its retry runs afresh). A running request holds its key by a lease its node renews every 15 s: one whose ' +
+  'node went silent for 45 s (it died) loses the key to the next retry, which runs afresh, and if it is still alive after all gets ' +
+  '409 CONFLICT and changes nothing. Keys are kept 24 hours.';

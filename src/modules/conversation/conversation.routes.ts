@@ -49,7 +49,9 @@ const QANDA_DESCRIPTION =
   "the assistant's assistantToolMode minus the institution's toolsDisabled, and only those run: a call of any other tool is answered " +
   'to the model "Error: tool <name> is not available"; each call and response is kept on the record. ' +
   `${IDEMPOTENCY_NOTE} The same request means the endpoint, the current institution and the body (the socket id may differ); a ` +
-  'replay makes no model call and charges nothing, and streams the saved answer in one piece to its socket if it names one.';
+  'replay makes no model call and charges nothing, and streams the saved answer in one piece to its socket if it names one. A retry ' +
+  'that takes over the key of a request whose node died (its lease lapsed) releases, in the same transaction, the credits that ' +
+  'request held: it is never charged, and a request taken over that was alive after all gets 409 CONFLICT, not charged nor saved.';
 
 /** The node's sweep of stale credit reservations: the users it gives credits back to have their cached user rows dropped (GET /api/user/me). */
 export function reservationSweep(ctx: AppContext): ReservationSweep {

@@ -171,6 +171,24 @@ export class ReservationClosedError extends Error {
   }
 }
 
+type ReservationRow = { ref_id: string; account_id: string; user_id: string | null; institution_id: string | null; actor_user_id: string; amount: string };
+
+const reservationColumns = sql`ref_id, account_id, user_id, institution_id, actor_user_id, amount::text as amount`;
+
+/** Releases one open reservation whole through settleCredits (a release ledger row); false when it was closed meanwhile. */
+async function releaseRow(db: DbOrTx, r: ReservationRow, now: Date): Promise<boolean> {
+  const payer: Payer = r.institution_id
+    ? { kind: 'institution', institutionId: r.institution_id, accountId: r.account_id }
+    : { kind: 'user', userId: r.user_id!, accountId: r.account_id };
+  try {
+    await settleCredits(db, payer, decimalToUnits(r.amount), 0, r.actor_user_id, r.ref_id, now);
+    return true;
+  } catch (err) {
+    if (err instanceof ReservationClosedError) return false;
+    throw err;
+  }
+}
+
 /**
  * Releases whole every reservation not renewed since `before` (its request ended without settling it:
  * the process died during the answer), at most `limit`, through settleCredits (a release ledger row each;
@@ -178,24 +196,25 @@ export class ReservationClosedError extends Error {
  * request reserved it (whose cached user row GET /api/user/me shows; a personal balance is always the asker's own).
  */
 export async function releaseStaleReservations(db: DbOrTx, before: Date, now: Date, limit = 100): Promise<string[]> {
-  const stale = await rowsOf<{ ref_id: string; account_id: string; user_id: string | null; institution_id: string | null; actor_user_id: string; amount: string }>(
+  const stale = await rowsOf<ReservationRow>(
     db,
-    sql`select ref_id, account_id, user_id, institution_id, actor_user_id, amount::text as amount from credit_reservations
+    sql`select ${reservationColumns} from credit_reservations
          where updated_at < ${before.toISOString()}::timestamptz order by updated_at limit ${limit}`,
   );
   const released: string[] = [];
-  for (const r of stale) {
-    const payer: Payer = r.institution_id
-      ? { kind: 'institution', institutionId: r.institution_id, accountId: r.account_id }
-      : { kind: 'user', userId: r.user_id!, accountId: r.account_id };
-    try {
-      await settleCredits(db, payer, decimalToUnits(r.amount), 0, r.actor_user_id, r.ref_id, now);
-      released.push(r.actor_user_id);
-    } catch (err) {
-      if (!(err instanceof ReservationClosedError)) throw err;
-    }
-  }
+  for (const r of stale) if (await releaseRow(db, r, now)) released.push(r.actor_user_id);
   return released;
+}
+
+/**
+ * Releases whole the open reservation `refId`, as the sweep does (settleCredits: a release ledger row, once
+ * however many try), when its request is known to be dead: a retry took over its idempotency claim. Pass the
+ * takeover's transaction, so that both commit together. Returns the user whose request reserved it, or null
+ * when none is open (never made, or settled already).
+ */
+export async function releaseReservation(db: DbOrTx, refId: string, now: Date): Promise<string | null> {
+  const [r] = await rowsOf<ReservationRow>(db, sql`select ${reservationColumns} from credit_reservations where ref_id = ${refId}`);
+  return r && (await releaseRow(db, r, now)) ? r.actor_user_id : null;
 }
 
 /** Whether the payer's balance still exists (its institution or user was not deleted). */

@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context.js';
 import { isForeignKeyViolation } from '../../db/errors.js';
-import { idempotent, type KeyedRequest } from '../../platform/idempotency.js';
+import { ClaimLostError, type KeyedRequest } from '../../platform/idempotency.js';
 import { countInputTokens, countTextTokens, loadEncoding } from '../../providers/llm/tokens.js';
 import { UpstreamError, type ChatMessage, type ChatRequest, type ChatResult, type TokenUsage, type ToolCall } from '../../providers/llm/types.js';
 import { AppError, badField, contentBlocked, forbidden, insufficientCredits, notFound, upstreamFailed } from '../../shared/errors.js';
@@ -11,13 +11,12 @@ import { retrieve } from '../search/retrieve.js';
 import * as assistantsRepo from './assistants.repository.js';
 import { ContentFilter } from './content-filter.js';
 import { actingIn, assertUseAssistant } from './conversation.policy.js';
-import { extendReservation, payerExists, ReservationClosedError, reserveCredits, settleCredits, type Payer } from './credits.repository.js';
+import { extendReservation, payerExists, releaseReservation, ReservationClosedError, reserveCredits, settleCredits, type Payer } from './credits.repository.js';
 import * as historiesRepo from './histories.repository.js';
 import { loadMemoryParameters } from './memory.js';
 import { chargeUnits, exactCostOfUsage, maxCostUnits, priceFor, toCredits } from './pricing.js';
 import { PROMPT_GENERATORS, type PromptContext, type PromptMode, type PromptPassage } from './prompts.js';
 import type { QandaInput, QandaResult } from './qanda.schemas.js';
-import { RESERVATION_STALE_MS } from './reservation-sweep.js';
 import { runTool, selectTools } from './tools.js';
 
 /** Passages retrieved for a question. */
@@ -73,22 +72,33 @@ export class QandaService {
 
   /**
    * Answers a question. With an idempotency key (platform/idempotency.ts), a retry of a request that
-   * succeeded gets its response again (`replayed`), without a model call or a charge.
+   * succeeded gets its response again (`replayed`), without a model call or a charge. The claim names the
+   * request by its history id, which is also the ref_id of its credit reservation: a retry that takes over
+   * the claim of a request whose node died releases that request's reservation whole in the same
+   * transaction (the dead request never pays, and its credits come back at once instead of after the
+   * reservation sweep's two hours).
    */
   async ask(auth: AuthContext, mode: PromptMode, body: QandaInput, idempotencyKey?: string): Promise<{ response: QandaResult; replayed: boolean }> {
     // The socket id is how this attempt is delivered, not what it asks: a retry after a reconnect has a new one.
     const { socketId: _socket, ...args } = body.requestArgs ?? {};
     const { ctx } = this;
-    const result = await idempotent<QandaResult>(
-      ctx.db,
+    const historyId = newId();
+    let released = false;
+    const result = await ctx.idempotency.run<QandaResult>(
       {
         userId: auth.userId,
         key: idempotencyKey,
         request: { mode, institution: auth.institutionId ?? null, body: { ...body, requestArgs: args } },
-        staleMs: RESERVATION_STALE_MS,
-        now: ctx.clock.now(),
+        holder: historyId,
+        onTakeover: async (tx, previous) => {
+          released = (await releaseReservation(tx, previous, ctx.clock.now())) !== null;
+        },
       },
-      (keyed) => this.answer(auth, mode, body, keyed),
+      (keyed) => {
+        // the released reservation moved the balance GET /api/user/me shows (the dead request was this user's: keys are per user)
+        if (released) ctx.auth.cache.invalidateUser(auth.userId);
+        return this.answer(auth, mode, body, historyId, keyed);
+      },
     );
     return result.replayed ? { response: await this.replay(auth, body, result.response), replayed: true } : result;
   }
@@ -114,7 +124,7 @@ export class QandaService {
     return { ...rest, streamingFailed: streamingError !== undefined, ...(streamingError ? { streamingError } : {}) };
   }
 
-  private async answer(auth: AuthContext, mode: PromptMode, body: QandaInput, keyed: KeyedRequest<QandaResult> | null): Promise<QandaResult> {
+  private async answer(auth: AuthContext, mode: PromptMode, body: QandaInput, historyId: string, keyed: KeyedRequest<QandaResult> | null): Promise<QandaResult> {
     const started = performance.now();
     const { ctx } = this;
     const args = body.requestArgs ?? {};
@@ -197,7 +207,6 @@ export class QandaService {
       institution && institution.poolCredits
         ? { kind: 'institution', institutionId: institution.id, accountId: institution.accountId }
         : { kind: 'user', userId: auth.userId, accountId: auth.accountId };
-    const historyId = newId();
     const requestTools = tools.length ? tools : undefined;
     await loadEncoding();
     const toolTokens = requestTools ? countTextTokens(JSON.stringify(requestTools)) : 0;
@@ -230,7 +239,7 @@ export class QandaService {
     // way out: a fault of ours (a database error, an answer that cannot be saved, a bug: 500) releases it
     // whole, as the caller gets no answer to pay for (and would pay twice for the retry); a record deleted
     // meanwhile (409) charges what completed model calls consumed. (A process killed meanwhile leaves it to
-    // the reservation sweep.)
+    // the reservation sweep, or, under an Idempotency-Key, to the retry that takes the key over once its lease lapsed.)
     let open = true;
     /** what the completed model calls consumed, exactly (pricing.exactCost); charged as chargeUnits of it, rounded up once */
     let chargedExact = 0;
@@ -252,6 +261,8 @@ export class QandaService {
       // The model calls that completed are paid (a tool round before a failed call), unless `charge` says
       // otherwise, the rest of the reservation released; with the failed record, in one commit.
       await ctx.db.transaction(async (tx) => {
+        // a request whose key a retry took over pays nothing: the claim first (ClaimLostError), locked until this commits
+        await keyed?.hold(tx);
         failedCharge = (await settleCredits(tx, payer, reserved, charge, auth.userId, historyId, now())).chargedUnits;
         await historiesRepo.insertHistory(tx, {
           ...record,
@@ -395,6 +406,9 @@ export class QandaService {
       const duration = Math.round(performance.now() - started);
       // ── payment, history and the idempotency key's response: one commit, so the ledger and the saved records always agree ──
       const response = await ctx.db.transaction(async (tx) => {
+        // the key's claim first: a request a retry took over (its lease lapsed) pays and saves nothing (ClaimLostError); a
+        // takeover waits for this commit. (The takeover locks the claim before the reservation too: no deadlock.)
+        await keyed?.hold(tx);
         const settled = await settleCredits(tx, payer, reserved, chargeUnits(chargedExact), auth.userId, historyId, now());
         const credits = toCredits(settled.chargedUnits);
         await historiesRepo.insertHistory(tx, {
@@ -441,6 +455,22 @@ export class QandaService {
       }
       return response;
     } catch (err) {
+      // a retry took the key over (this request's lease lapsed: its renewals did not reach the database for
+      // IDEMPOTENCY_LEASE_MS): it pays nothing and saves nothing; its reservation, if the takeover did not
+      // release it already, is released whole here
+      if (err instanceof ClaimLostError) {
+        if (open) {
+          await settleCredits(ctx.db, payer, reserved, 0, auth.userId, historyId, now()).then(
+            () => (open = false),
+            (e: unknown) => {
+              if (!(e instanceof ReservationClosedError)) ctx.log.error({ err: e, historyId }, 'an open credit reservation could not be released after its key was taken over');
+            },
+          );
+        }
+        endStream?.(err.message, 0);
+        paid();
+        throw err;
+      }
       // the sweep released the reservation (the request outlived RESERVATION_STALE_MS): nothing is open to pay
       if (err instanceof ReservationClosedError) {
         // or its payer was deleted meanwhile (the open reservation went with it)

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.js';
 import { authOf, requirePermission, SECURED } from '../../http/auth.js';
 import { absentBodyIsEmpty, type App } from '../../http/types.js';
-import { idempotent, REPLAYED_HEADER, type KeyedRequest } from '../../platform/idempotency.js';
+import { REPLAYED_HEADER, type KeyedRequest } from '../../platform/idempotency.js';
 import { errorResponses, IDEMPOTENCY_NOTE, IdempotencyHeaders, IdParams, SuccessOnly } from '../../shared/schemas.js';
 import {
   AccountResponse,
@@ -36,20 +36,14 @@ const SCOPE_NOTE =
   'A plain user gets 403 on every admin route. Records of an account the caller does not belong to answer 404 (other tenants never learn ' +
   'what exists); records the caller can see but may not act on answer 403. Authentication and the role check run before body validation.';
 
-/** A credit movement's key left claimed by a process that died is taken over after this (the movement is one short transaction). */
-const CREDIT_KEY_STALE_MS = 5 * 60_000;
-
 /** Admin management of accounts, institutions, users, memberships and credits (contract §2). */
 export async function tenancyRoutes(app: App, ctx: AppContext): Promise<TenancyService> {
   const service = new TenancyService(ctx);
   /** Runs a credit movement under the request's Idempotency-Key: a retried top-up or transfer moves credits once. */
   const keyedCredits = async <T>(request: FastifyRequest, reply: FastifyReply, target: unknown, run: (keyed: KeyedRequest<T> | null) => Promise<T>) => {
     const key = request.headers['idempotency-key'];
-    const { response, replayed } = await idempotent(
-      ctx.db,
-      { userId: authOf(request).userId, key: typeof key === 'string' ? key : undefined, request: target, staleMs: CREDIT_KEY_STALE_MS, now: ctx.clock.now() },
-      run,
-    );
+    // the movement and the key's response commit in one transaction: a claim taken over meanwhile (its lease lapsed) rolls it back (409)
+    const { response, replayed } = await ctx.idempotency.run({ userId: authOf(request).userId, key: typeof key === 'string' ? key : undefined, request: target }, run);
     if (replayed) reply.header(REPLAYED_HEADER, 'true');
     return { success: true, data: response };
   };
