@@ -144,6 +144,43 @@ describe('Q&A: the text a model provider sends is stored as the database can hol
     assert.deepEqual(rec!.tool_calls, [{ tool: 'clock', arguments: {}, response: 'Error: unknown tool clock' }]);
   });
 
+  test('a model message asking for 10,000 tool calls: the first 16 run, are sent back and recorded, and the last response tells the model the rest did not run (all 10,000 ran, were sent back and recorded); 16 calls run without the note', async () => {
+    const assistantId = await clockAssistant('Clock asked too often');
+    const asking = (n: number) => ({ body }: { body: any }) =>
+      body.messages.at(-1).role === 'tool'
+        ? { content: 'Done asking.', usage: USAGE }
+        : { content: '', toolCalls: Array.from({ length: n }, () => ({ name: 'current_datetime', arguments: '{}' })), usage: USAGE };
+    const roundOf = async (n: number, question: string) => {
+      stub.setChatHandler(asking(n));
+      const calls = stub.requestsTo('/v1/chat/completions').length;
+      const res = await ask({ inputs: [question], requestArgs: { assistantId, ragIgnore: true } });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.deepEqual(res.json().outputs, ['Done asking.']);
+      assert.equal(stub.requestsTo('/v1/chat/completions').length, calls + 2, 'one tool round, then the answer');
+      const next = stub.requestsTo('/v1/chat/completions').at(-1)!.body;
+      const turn = next.messages.filter((m: any) => m.role === 'assistant').at(-1);
+      const answers = next.messages.filter((m: any) => m.role === 'tool');
+      const [rec, ...more] = await recordsOf(question);
+      assert.equal(more.length, 0);
+      return { turn, answers, rec: rec! };
+    };
+
+    const cut = await roundOf(10_000, 'the time, ten thousand times');
+    // the stub numbers a message's calls call_<n>_<i>: the turn sent back holds the model's first 16, each answered once
+    assert.deepEqual(cut.turn.tool_calls.map((c: any) => c.id.split('_').at(-1)), Array.from({ length: 16 }, (_, i) => String(i)));
+    assert.deepEqual(cut.answers.map((m: any) => m.tool_call_id), cut.turn.tool_calls.map((c: any) => c.id));
+    assert.deepEqual(cut.answers.slice(0, 15).filter((m: any) => m.content.includes('too many tool calls')), []);
+    assert.match(cut.answers[15].content, /ISO .*\n\nError: too many tool calls: you asked for 10000 in one turn and only the first 16 were run \(the others were not\); ask for at most 16 at a time\.$/);
+    assert.equal(cut.rec.tool_calls.length, 16);
+    assert.equal(cut.rec.tool_calls[15].response, cut.answers[15].content);
+
+    const whole = await roundOf(16, 'the time, sixteen times');
+    assert.equal(whole.turn.tool_calls.length, 16);
+    assert.equal(whole.answers.length, 16);
+    assert.deepEqual(whole.answers.filter((m: any) => m.content.includes('too many tool calls')), []);
+    assert.equal(whole.rec.tool_calls.length, 16);
+  });
+
   test('a content of text parts is the text of its parts, in a completion and in streamed deltas (it was "[object Object]")', async () => {
     stub.setChatHandler(() => ({ content: [{ type: 'text', text: 'Paris is ' }, { type: 'image_url', image_url: { url: 'x' } }, { type: 'text', text: 'the capital.' }], usage: USAGE }));
     const res = await ask({ inputs: ['capital of France?'], requestArgs: { ragIgnore: true } });

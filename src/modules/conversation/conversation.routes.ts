@@ -23,6 +23,7 @@ import { HistoriesService } from './histories.service.js';
 import type { PromptMode } from './prompts.js';
 import { QandaBody, QandaResponse } from './qanda.schemas.js';
 import { QandaService } from './qanda.service.js';
+import { MAX_TOOL_CALLS_PER_ROUND } from './tools.js';
 
 const QANDA_DESCRIPTION =
   'Same contract on the three endpoints; only the system prompt generator differs (classic, soul, soul-v2). Order: context ' +
@@ -47,7 +48,10 @@ const QANDA_DESCRIPTION =
   'Rate limited per user ' +
   '(QANDA_RATE_LIMIT_PER_MINUTE). Tools (vault_search, memory_lookup, current_datetime) are offered to openai-compatible models per ' +
   "the assistant's assistantToolMode minus the institution's toolsDisabled, and only those run: a call of any other tool is answered " +
-  'to the model "Error: tool <name> is not available"; each call and response is kept on the record. ' +
+  'to the model "Error: tool <name> is not available"; each call and response is kept on the record. At most ' +
+  `${MAX_TOOL_CALLS_PER_ROUND} tool calls of one model message run: the calls beyond are not run, not sent back to the model nor ` +
+  'recorded, and the last response of the round tells the model "Error: too many tool calls: ..." (how many it asked for, and ' +
+  `that only the first ${MAX_TOOL_CALLS_PER_ROUND} ran). ` +
   `${IDEMPOTENCY_NOTE} The same request means the endpoint, the current institution and the body (the socket id may differ); a ` +
   'replay makes no model call and charges nothing, and streams the saved answer in one piece to its socket if it names one. A retry ' +
   'that takes over the key of a request whose node died (its lease lapsed) releases, in the same transaction, the credits that ' +

@@ -17,7 +17,7 @@ import { loadMemoryParameters } from './memory.js';
 import { chargeUnits, exactCostOfUsage, maxCostUnits, priceFor, toCredits } from './pricing.js';
 import { PROMPT_GENERATORS, type PromptContext, type PromptMode, type PromptPassage } from './prompts.js';
 import type { QandaInput, QandaResult } from './qanda.schemas.js';
-import { runTool, selectTools } from './tools.js';
+import { MAX_TOOL_CALLS_PER_ROUND, runTool, selectTools, tooManyToolCallsNote } from './tools.js';
 
 /** Passages retrieved for a question. */
 const RETRIEVAL_LIMIT = 6;
@@ -373,11 +373,17 @@ export class QandaService {
           chargedExact += exactCostOfUsage(result.usage, callPrice);
           if (!result.toolCalls?.length || !offerTools) break;
 
-          // Tool round: run the calls, then reserve the next call's maximum before making it.
-          messages.push({ role: 'assistant', content: result.text, toolCalls: result.toolCalls });
+          // Tool round: run the calls (at most MAX_TOOL_CALLS_PER_ROUND of them: the turn sent back holds those
+          // alone, and the last response tells the model the rest did not run), then reserve the next call's
+          // maximum before making it.
+          const calls = result.toolCalls.slice(0, MAX_TOOL_CALLS_PER_ROUND);
+          const cut = result.toolCalls.length > calls.length;
+          if (cut) ctx.log.warn({ asked: result.toolCalls.length, run: calls.length, historyId }, 'the model asked for more tool calls in one message than run');
+          messages.push({ role: 'assistant', content: result.text, toolCalls: calls });
           const offered = offerTools.map((tool) => tool.name);
-          for (const call of result.toolCalls) {
-            const response = await this.runToolCall(call, offered, search, asker, institutionId ?? null, timezone);
+          for (const [i, call] of calls.entries()) {
+            const ran = await this.runToolCall(call, offered, search, asker, institutionId ?? null, timezone);
+            const response = cut && i === calls.length - 1 ? `${ran}\n\n${tooManyToolCallsNote(result.toolCalls.length)}` : ran;
             toolRecords.push({ tool: call.name, arguments: parseArguments(call.arguments), response });
             messages.push({ role: 'tool', content: response, toolCallId: call.id });
           }

@@ -68,6 +68,17 @@ export interface ToolRuntime {
 /** Longest tool response handed back to the model. */
 const MAX_TOOL_RESPONSE = 8000;
 
+/**
+ * Tool calls of one model message that run. A provider (or a model steered by a crafted document) can ask for
+ * thousands at once: each would run (a vault search each), be sent back in the next call and kept on the record.
+ * The calls beyond are not run nor sent back; the model is told so (tooManyToolCallsNote).
+ */
+export const MAX_TOOL_CALLS_PER_ROUND = 16;
+
+/** Added to the last tool response of a turn whose calls were cut to MAX_TOOL_CALLS_PER_ROUND: what the model is told of the rest. */
+export const tooManyToolCallsNote = (asked: number) =>
+  `Error: too many tool calls: you asked for ${asked} in one turn and only the first ${MAX_TOOL_CALLS_PER_ROUND} were run (the others were not); ask for at most ${MAX_TOOL_CALLS_PER_ROUND} at a time.`;
+
 const isTimeZone = (tz: string) => {
   try {
     new Intl.DateTimeFormat('en', { timeZone: tz });
