@@ -323,6 +323,10 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
       done(Object.assign(new Error((err as Error).message), { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' }), undefined);
     }
   });
+  // Fastify also reads text/plain by default, as a string no route's schema takes: a JSON body sent as text (what
+  // fetch sends for a string body without a content type) was a 400 "body must be object". No route reads text,
+  // so it is the 415 of any other content type the API does not read (errors.plugin.ts).
+  app.removeContentTypeParser('text/plain');
   app.addSchema(ErrorBodySchema);
   // Callback-style (not async) hooks on the hot path: no promise per request.
   app.addHook('onSend', (request, reply, payload, done) => {

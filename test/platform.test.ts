@@ -161,6 +161,19 @@ describe('platform: errors, operations, OpenAPI', () => {
     assert.equal(out.statusCode, 200, out.body);
   });
 
+  test('a body sent as text (fetch\'s default for a string body) is a 415 naming its content type, like any type the API does not read', async () => {
+    const payload = JSON.stringify({ email: world.userA1.email, password: 'x' });
+    for (const type of ['text/plain', 'text/plain;charset=UTF-8', 'application/xml']) {
+      const res = await t.app.inject({ method: 'POST', url: '/api/auth/login', headers: { 'content-type': type }, payload });
+      assert.equal(res.statusCode, 415, `${type}: ${res.body}`);
+      assert.deepEqual(res.json(), { success: false, message: `Unsupported content type: ${type}`, error: { code: 'UNSUPPORTED_MEDIA_TYPE', details: [] } });
+    }
+    // a route whose body is optional as well
+    const { accessToken } = await login(t.app, world.userA1.email);
+    const listed = await t.app.inject({ method: 'POST', url: '/api/user/histories', headers: { ...bearer(accessToken), 'content-type': 'text/plain' }, payload: '{"limit": 1}' });
+    assert.equal(listed.statusCode, 415, listed.body);
+  });
+
   test('what the router refuses (bad URL encoding, huge parameter) still gets the contract body', async () => {
     const { accessToken } = await login(t.app, world.superadmin.email);
     for (const url of ['/api/admin/user/%E0%A4%A', `/api/admin/user/${'x'.repeat(1500)}`]) {
