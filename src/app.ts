@@ -54,6 +54,7 @@ import { ensureBootstrapAdmin } from './modules/tenancy/bootstrap.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import { AppError, errorBody } from './shared/errors.js';
 import { ErrorBodySchema } from './shared/schemas.js';
+import { REPLAYED_HEADER } from './platform/idempotency.js';
 
 export interface BuildAppOptions {
   config: AppConfig;
@@ -359,8 +360,9 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
       origin: config.corsOrigins,
       credentials: true,
       methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
-      allowedHeaders: ['authorization', 'x-access-token', 'content-type', 'x-request-id'],
-      exposedHeaders: ['retry-after', 'x-request-id'],
+      // every request header the API reads, and every answer header a client acts on
+      allowedHeaders: ['authorization', 'x-access-token', 'content-type', 'x-request-id', 'idempotency-key'],
+      exposedHeaders: ['retry-after', 'x-request-id', REPLAYED_HEADER],
       maxAge: 600,
     });
   }

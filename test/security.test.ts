@@ -593,6 +593,18 @@ describe('security: configuration-dependent answers (rows 3, 12)', () => {
       const allowed = await t.app.inject({ method: 'OPTIONS', url: '/api/user/me', headers: { origin: 'https://app.example.com', 'access-control-request-method': 'GET' } });
       assert.equal(allowed.statusCode, 204);
       assert.equal(allowed.headers['access-control-allow-origin'], 'https://app.example.com');
+      // a browser of an allowed origin may send every request header the API reads, Idempotency-Key included, and read Idempotent-Replayed
+      const keyed = await t.app.inject({
+        method: 'OPTIONS',
+        url: '/api/ai/personal/qanda',
+        headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, x-access-token, idempotency-key' },
+      });
+      assert.equal(keyed.statusCode, 204);
+      const allowedHeaders = String(keyed.headers['access-control-allow-headers']).toLowerCase().split(/\s*,\s*/);
+      for (const name of ['authorization', 'x-access-token', 'content-type', 'x-request-id', 'idempotency-key']) assert.ok(allowedHeaders.includes(name), `${name} not in ${allowedHeaders.join(', ')}`);
+      const answered = await t.app.inject({ method: 'GET', url: '/healthz', headers: { origin: 'https://app.example.com' } });
+      const exposed = String(answered.headers['access-control-expose-headers']).toLowerCase().split(/\s*,\s*/);
+      for (const name of ['retry-after', 'x-request-id', 'idempotent-replayed']) assert.ok(exposed.includes(name), `${name} not in ${exposed.join(', ')}`);
       const refused = await t.app.inject({ method: 'GET', url: '/healthz', headers: { origin: 'https://evil.example.com' } });
       assert.equal(refused.headers['access-control-allow-origin'], undefined);
     } finally {
