@@ -360,9 +360,11 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
       origin: config.corsOrigins,
       credentials: true,
       methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
-      // every request header the API reads, and every answer header a client acts on
-      allowedHeaders: ['authorization', 'x-access-token', 'content-type', 'x-request-id', 'idempotency-key'],
-      exposedHeaders: ['retry-after', 'x-request-id', REPLAYED_HEADER],
+      // every request header the API reads, and every answer header a client acts on: a browser keeps no POST answer in
+      // its cache, so a client revalidating the branding (a POST) reads its ETag and sends If-None-Match itself; a
+      // download's file name is in Content-Disposition
+      allowedHeaders: ['authorization', 'x-access-token', 'content-type', 'x-request-id', 'idempotency-key', 'if-none-match'],
+      exposedHeaders: ['retry-after', 'x-request-id', REPLAYED_HEADER, 'etag', 'content-disposition'],
       maxAge: 600,
     });
   }

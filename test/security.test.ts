@@ -604,7 +604,15 @@ describe('security: configuration-dependent answers (rows 3, 12)', () => {
       for (const name of ['authorization', 'x-access-token', 'content-type', 'x-request-id', 'idempotency-key']) assert.ok(allowedHeaders.includes(name), `${name} not in ${allowedHeaders.join(', ')}`);
       const answered = await t.app.inject({ method: 'GET', url: '/healthz', headers: { origin: 'https://app.example.com' } });
       const exposed = String(answered.headers['access-control-expose-headers']).toLowerCase().split(/\s*,\s*/);
-      for (const name of ['retry-after', 'x-request-id', 'idempotent-replayed']) assert.ok(exposed.includes(name), `${name} not in ${exposed.join(', ')}`);
+      for (const name of ['retry-after', 'x-request-id', 'idempotent-replayed', 'etag', 'content-disposition']) assert.ok(exposed.includes(name), `${name} not in ${exposed.join(', ')}`);
+      // the branding revalidated by a browser script: If-None-Match may be sent
+      const revalidated = await t.app.inject({
+        method: 'OPTIONS',
+        url: '/api/agent/branding',
+        headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, if-none-match' },
+      });
+      assert.equal(revalidated.statusCode, 204);
+      assert.ok(String(revalidated.headers['access-control-allow-headers']).toLowerCase().split(/\s*,\s*/).includes('if-none-match'));
       const refused = await t.app.inject({ method: 'GET', url: '/healthz', headers: { origin: 'https://evil.example.com' } });
       assert.equal(refused.headers['access-control-allow-origin'], undefined);
     } finally {
