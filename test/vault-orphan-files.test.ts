@@ -206,6 +206,29 @@ describe('the sweep of stored files no upload references', () => {
     assert.equal((await sweepOrphanFiles(t.database.db, storage, { now: () => Date.now() + 10 * 60 * 1000 })).removed, 1);
     assert.equal(existsSync(pathIn(root, key)), false);
   });
+
+  test('the old bytes of an upload in any status but deleted are kept: processing (re-ingested or queued), error, inactive, selected', async () => {
+    const statuses = ['processing', 'error', 'inactive', 'selected'] as const;
+    const files: Array<{ status: (typeof statuses)[number]; id: string; key: string }> = [];
+    for (const status of statuses) {
+      const up = await uploadOk(t.app, token, { name: `${status}.txt`, content: `A file left in status ${status}.`, type: 'text/plain' }, { scope: 'personal' });
+      await waitForIngestion(t.app, token, up._id);
+      // as ingestion, a failed ingestion or a PATCH leaves it: the row says the status, its bytes are two hours old
+      await t.database.db.execute(sql`update uploads set status = ${status} where id = ${up._id}`);
+      const key = await storageKeyOf(t, up._id);
+      age(root, key);
+      files.push({ status, id: up._id, key });
+    }
+    const result = await t.app.fileSweep.run();
+    assert.equal(result?.refused, undefined);
+    assert.equal(result?.orphans, 0, `removed: ${JSON.stringify(result)}`);
+    for (const { status, key } of files) assert.equal(existsSync(pathIn(root, key)), true, `the bytes of an upload in status ${status} were removed`);
+    // the same file once deleted goes
+    const [first] = files;
+    await t.database.db.execute(sql`update uploads set status = 'deleted' where id = ${first!.id}`);
+    assert.equal((await t.app.fileSweep.run())?.removed, 1);
+    assert.equal(existsSync(pathIn(root, first!.key)), false);
+  });
 });
 
 describe('a file storage is swept by the database it belongs to alone', () => {
