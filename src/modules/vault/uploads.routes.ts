@@ -47,7 +47,7 @@ export async function uploadRoutes(app: App, ctx: AppContext): Promise<void> {
             'file_title: NFC, format characters removed. ' +
             `Supported: ${SUPPORTED_FORMATS.join(', ')} (by extension, else by the media type sent); ` +
             `anything else is a 400 and nothing is stored. The bytes must agree with that format (sniffed from the first 4 KB): a PDF ` +
-            'starts with %PDF-, a DOCX is a zip, text formats hold no binary signature (PNG, JPEG, zip, executables, ...) and few control ' +
+            'has %PDF- in its first 1 KB (where PDF readers look for it), a DOCX is a zip, text formats hold no binary signature (PNG, JPEG, zip, executables, ...) and few control ' +
             'bytes; otherwise 415 UNSUPPORTED_MEDIA_TYPE and nothing is stored (PNG bytes named .txt are refused, never indexed as text). ' +
             `At most ${config.uploadMaxBytes} bytes (UPLOAD_MAX_BYTES): over it, 413. ` +
             `Personal files count against the uploader's personal quota: ${config.personalMaxFiles} files (PERSONAL_MAX_FILES) and ` +

@@ -1,6 +1,6 @@
 /**
  * What the first bytes of a file say it is, whatever its name claims. The format of an upload comes
- * from its extension (else its media type); the bytes must then agree: a PDF starts with `%PDF-`, a
+ * from its extension (else its media type); the bytes must then agree: a PDF has `%PDF-` in its first 1 KB, a
  * DOCX is a zip, and the text formats (txt, md, csv, json, html) are text — no known binary
  * signature, no NUL byte (UTF-16 with a byte-order mark excepted). PNG bytes named `notes.txt` are
  * refused instead of being indexed as text.
