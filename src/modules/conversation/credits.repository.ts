@@ -207,14 +207,14 @@ export async function releaseStaleReservations(db: DbOrTx, before: Date, now: Da
 }
 
 /**
- * Releases whole the open reservation `refId`, as the sweep does (settleCredits: a release ledger row, once
- * however many try), when its request is known to be dead: a retry took over its idempotency claim. Pass the
- * takeover's transaction, so that both commit together. Returns the user whose request reserved it, or null
- * when none is open (never made, or settled already).
+ * Releases whole the open reservation `refId` of a request of `actorUserId`, as the sweep does (settleCredits: a
+ * release ledger row, once however many try), when its request is known to be dead: a retry of the same user took
+ * over its idempotency claim. Pass the takeover's transaction, so that both commit together. True when it released
+ * one; false when none of that user's is open (never made, or settled already).
  */
-export async function releaseReservation(db: DbOrTx, refId: string, now: Date): Promise<string | null> {
-  const [r] = await rowsOf<ReservationRow>(db, sql`select ${reservationColumns} from credit_reservations where ref_id = ${refId}`);
-  return r && (await releaseRow(db, r, now)) ? r.actor_user_id : null;
+export async function releaseReservation(db: DbOrTx, refId: string, actorUserId: string, now: Date): Promise<boolean> {
+  const [r] = await rowsOf<ReservationRow>(db, sql`select ${reservationColumns} from credit_reservations where ref_id = ${refId} and actor_user_id = ${actorUserId}`);
+  return r !== undefined && (await releaseRow(db, r, now));
 }
 
 /** Whether the payer's balance still exists (its institution or user was not deleted). */

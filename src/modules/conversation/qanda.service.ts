@@ -91,11 +91,11 @@ export class QandaService {
         request: { mode, institution: auth.institutionId ?? null, body: { ...body, requestArgs: args } },
         holder: historyId,
         onTakeover: async (tx, previous) => {
-          released = (await releaseReservation(tx, previous, ctx.clock.now())) !== null;
+          released = await releaseReservation(tx, previous, auth.userId, ctx.clock.now());
         },
       },
       (keyed) => {
-        // the released reservation moved the balance GET /api/user/me shows (the dead request was this user's: keys are per user)
+        // the released reservation moved the balance GET /api/user/me shows (the dead request was this user's: keys are per user, and the release asks for the user's own)
         if (released) ctx.auth.cache.invalidateUser(auth.userId);
         return this.answer(auth, mode, body, historyId, keyed);
       },
