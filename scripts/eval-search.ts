@@ -8,11 +8,14 @@
  * `method` is the superadmin-only evaluation switch), and prints nDCG@10 and recall@10 per method,
  * beside a plain BM25 (k1 1.2, b 0.75, lower-cased alphanumeric tokens, no stemming) computed here.
  *
- * Collection files (found by name in the directory): documents `*.all.*` or `*.ALL` (.I/.T/.W records;
- * .T and .W are indexed), queries `*.qry` / `*.QRY`, judgements `*qrel*` / `*.REL`. Judgement lines are
- * `<query> <doc> [<code>]` (Cranfield codes 1..4: gain 5 - code; -1 or 0 with only 0s: binary) or TREC
- * `<query> 0 <doc> <grade>`. Query numbers are positions in the query file when the ids skip numbers
- * and every judged query number is a valid position (Cranfield), else the .I ids.
+ * Collection files (found by name in the directory, case aside): documents `*.all*` (cran.all.1400, MED.ALL,
+ * CISI.ALL, cacm.all: .I/.T/.W records; .T and .W are indexed), queries `*.qry*` or `query*` (cran.qry, MED.QRY,
+ * CACM's query.text: the .W text, else the .T), judgements `*qrel*` or `*.rel` (cranqrel, MED.REL, qrels.text).
+ * Files are read as UTF-8, or as Latin-1 when they are not valid UTF-8. Judgement lines are
+ * `<query> <doc> [<code> ...]` (Cranfield codes 1..4: gain 5 - code; -1 or 0 with only 0s: binary; CISI's and
+ * CACM's extra columns ignored) or TREC `<query> 0 <doc> <grade>`. Numeric ids are compared without leading
+ * zeros (CACM's qrels say `01` for query 1). Query numbers are positions in the query file when the ids skip
+ * numbers and every judged query number is a valid position (Cranfield), else the .I ids.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync, existsSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,23 +45,39 @@ export function parseSmart(text: string): Rec[] {
   return out;
 }
 
-function findFile(dir: string, test: (name: string) => boolean): string {
+function findFile(dir: string, what: string, test: (name: string) => boolean): string {
   const name = readdirSync(dir).find((n) => test(n.toLowerCase()));
-  if (!name) throw new Error(`no matching file in ${dir}`);
+  if (!name) throw new Error(`no ${what} file in ${dir}`);
   return join(dir, name);
 }
 
+/** A collection file's text: UTF-8 when it is valid UTF-8, else Latin-1 (the older collections). */
+function readText(path: string): string {
+  const bytes = readFileSync(path);
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return bytes.toString('latin1');
+  }
+}
+
+/** An id as judgements and records are matched by: a number without its leading zeros, anything else as it is. */
+const idOf = (raw: string) => (/^\d+$/.test(raw) ? String(Number(raw)) : raw);
+
 export function loadCollection(dir: string) {
-  const docs = parseSmart(readFileSync(findFile(dir, (n) => n.includes('.all') || n.endsWith('.all')), 'latin1'))
-    .map((r) => ({ id: r.id, text: [r.fields.T, r.fields.W].filter(Boolean).join('\n').trim() }))
+  const docs = parseSmart(readText(findFile(dir, 'documents (*.all*)', (n) => n.includes('.all'))))
+    .map((r) => ({ id: idOf(r.id), text: [r.fields.T, r.fields.W].filter(Boolean).join('\n').trim() }))
     .filter((d) => d.text.length > 0);
-  const queries = parseSmart(readFileSync(findFile(dir, (n) => n.endsWith('.qry')), 'latin1')).map((r, i) => ({ id: r.id, pos: String(i + 1), text: (r.fields.W ?? '').replace(/\s+/g, ' ').trim() }));
-  const qrelLines = readFileSync(findFile(dir, (n) => (n.includes('qrel') && !n.includes('readme')) || n.endsWith('.rel')), 'latin1')
+  const queries = parseSmart(readText(findFile(dir, 'queries (*.qry*, query*)', (n) => n.includes('.qry') || n.startsWith('query'))))
+    .map((r, i) => ({ id: idOf(r.id), pos: String(i + 1), text: (r.fields.W ?? r.fields.T ?? '').replace(/\s+/g, ' ').trim() }));
+  const qrelLines = readText(findFile(dir, 'judgements (*qrel*, *.rel)', (n) => (n.includes('qrel') && !n.includes('readme')) || n.endsWith('.rel')))
     .split(/\r?\n/)
     .map((l) => l.trim().split(/\s+/))
     .filter((p) => p.length >= 2 && p[0] !== '');
   const trec = qrelLines.every((p) => p.length === 4 && p[1] === '0');
-  const raw: Array<{ q: string; d: string; code: number }> = qrelLines.map((p) => (trec ? { q: p[0]!, d: p[2]!, code: Number(p[3]) } : { q: p[0]!, d: p[1]!, code: p.length >= 3 ? Number(p[2]) : 1 }));
+  const raw: Array<{ q: string; d: string; code: number }> = qrelLines.map((p) =>
+    trec ? { q: idOf(p[0]!), d: idOf(p[2]!), code: Number(p[3]) } : { q: idOf(p[0]!), d: idOf(p[1]!), code: p.length >= 3 ? Number(p[2]) : 1 },
+  );
   const cleverdon = !trec && raw.some((r) => r.code >= 1 && r.code <= 4) && raw.every((r) => r.code <= 4);
   const gainOf = (code: number) => (trec ? Math.max(0, code) : cleverdon ? (code >= 1 && code <= 4 ? 5 - code : 0) : code === -1 ? 0 : 1);
   const idsArePositions = queries.every((q) => q.id === q.pos);
@@ -68,9 +87,8 @@ export function loadCollection(dir: string) {
   for (const r of raw) {
     const g = gainOf(r.code);
     if (g <= 0) continue;
-    const key = byPosition ? r.q : r.q;
-    if (!qrels.has(key)) qrels.set(key, new Map());
-    qrels.get(key)!.set(r.d, Math.max(g, qrels.get(key)!.get(r.d) ?? 0));
+    if (!qrels.has(r.q)) qrels.set(r.q, new Map());
+    qrels.get(r.q)!.set(r.d, Math.max(g, qrels.get(r.q)!.get(r.d) ?? 0));
   }
   const keyOf = (q: { id: string; pos: string }) => (byPosition || idsArePositions ? q.pos : q.id);
   return { docs, queries: queries.map((q) => ({ ...q, key: keyOf(q) })), qrels, byPosition };
@@ -193,14 +211,18 @@ async function main() {
       docOfUpload.set(body.data._id, d.id);
       sent++;
     }
-    // wait until nothing is processing
+    // wait until nothing is processing (a document whose ingestion failed counts as found by no method)
+    const count = async (status: string) => ((await (await fetch(`${base}/api/user/files?status=${status}&pageSize=1`, { headers: auth })).json()) as { total: number }).total;
     for (;;) {
-      const list = (await (await fetch(`${base}/api/user/files?status=active&pageSize=1`, { headers: auth })).json()) as { total: number };
-      if (list.total >= col.docs.length) break;
+      if ((await count('processing')) === 0) break;
       await new Promise((r) => setTimeout(r, 1000));
       if (performance.now() - t0 > 30 * 60_000) throw new Error('ingestion did not finish in 30 minutes');
     }
-    console.log(`uploaded ${sent} documents and ingested all ${col.docs.length} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    const failed = await count('error');
+    console.log(
+      `uploaded ${sent} documents and ingested ${col.docs.length - failed} of ${col.docs.length} in ${((performance.now() - t0) / 1000).toFixed(1)} s` +
+        (failed > 0 ? ` (${failed} ended in error: GET /api/user/files?status=error says why; they count as found by no method)` : ''),
+    );
 
     const ref = bm25Reference(col.docs);
     const queries = col.queries.filter((q) => q.text).slice(0, maxQueries);
