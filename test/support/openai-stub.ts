@@ -23,7 +23,11 @@
  * - GET /models: the model list.
  *
  * Failures: `failNext(n, status)` applies to the next n requests of any endpoint and answers
- * `{error: {message, type, param, code}}`. So that SDK retries do not slow tests down, error answers
+ * `{error: {message, type, param, code}}`; `failNextWithBody(status, body)` answers the next request so, its
+ * body followed by spaces without end (as fast as they are taken, or a few a second).
+ * Oversized answers (bounds on what a client reads): `padNextAnswer(bytes)` follows the next JSON answer with
+ * that many spaces (still the same valid JSON), `floodNextStream(bytes)` keeps the next stream sending chunks;
+ * `bodies` says how much of each was sent and whether the client hung up first. So that SDK retries do not slow tests down, error answers
  * carry `retry-after-ms: 0` unless `startOpenAiStub({retryAfterMs})` says otherwise (null: no header,
  * the SDK's own backoff applies).
  */
@@ -116,8 +120,25 @@ export interface OpenAiStub {
   endNextStreamAfter(chunks: number): void;
   /** The next streamed chat answer sends a chunk that is not JSON after `chunks` content chunks. */
   malformNextStreamAfter(chunks: number): void;
-  /** The next non-streamed chat answer sends its headers and a first part of its body, then waits `ms` before the rest. */
+  /** The next successful JSON answer (a chat completion not streamed, embeddings, moderation) sends its headers and a first part of its body, then waits `ms` before the rest. */
   stallNextBody(ms: number): void;
+  /**
+   * The next successful JSON answer (a chat completion not streamed, embeddings, moderation) is followed by `bytes`
+   * spaces: the same valid JSON, that much longer. Sent without content-length, honouring backpressure.
+   */
+  padNextAnswer(bytes: number): void;
+  /**
+   * The next streamed chat answer, after its role chunk, keeps sending content chunks (each about 64 KiB: a word of
+   * content and spaces inside its JSON) until the client hangs up, or until it has sent `bytes`: then it finishes as usual.
+   */
+  floodNextStream(bytes: number): void;
+  /**
+   * The next request answers `status` with an OpenAI-style error body followed by spaces: `{floodBytes}` that many
+   * as fast as the client takes them, `{trickleMs}` one every 20 ms for that long; then the body ends.
+   */
+  failNextWithBody(status: number, body: { floodBytes: number } | { trickleMs: number }): void;
+  /** The padded, flooded and endless bodies sent, once each ended: the bytes written and whether the client hung up before the end. */
+  bodies: Array<{ path: string; sent: number; hungUp: boolean }>;
   /** Answers POST /v1/moderations: flagged when the handler returns true for an input. */
   setModerationHandler(handler: ((input: string) => boolean) | null): void;
   /** Requests whose path starts with `prefix` (e.g. "/v1/chat/completions"). */
@@ -159,6 +180,32 @@ function gone(res: ServerResponse): boolean {
   return res.destroyed || res.writableEnded || res.socket === null || res.socket.destroyed;
 }
 
+/** Resolves when `res` can take more (drain), or is gone (close). */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.once('drain', done);
+    res.once('close', done);
+  });
+}
+
+const SPACES = ' '.repeat(64 * 1024);
+
+/** Writes pieces of `next()` until `total` bytes are written or the client is gone, honouring backpressure; the bytes written. */
+async function pour(res: ServerResponse, total: number, next: (left: number) => string): Promise<number> {
+  let sent = 0;
+  while (sent < total && !gone(res)) {
+    const piece = next(total - sent);
+    sent += Buffer.byteLength(piece);
+    if (!res.write(piece)) await drained(res);
+  }
+  return sent;
+}
+
 class StubHttpError extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
@@ -177,6 +224,10 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
   let malformAfter: number | null = null;
   let bodyStall = 0;
   let moderationHandler: ((input: string) => boolean) | null = null;
+  let padNext = 0;
+  let floodNext = 0;
+  const failuresWithBody: Array<{ status: number; body: { floodBytes: number } | { trickleMs: number } }> = [];
+  const bodies: Array<{ path: string; sent: number; hungUp: boolean }> = [];
   const retryAfterMs = options.retryAfterMs === undefined ? 0 : options.retryAfterMs;
   let counter = 0;
   // Pending waits, cut short by close() so that a closed stub never holds the process open.
@@ -195,6 +246,29 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     const body = JSON.stringify(payload);
     res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
     res.end(body);
+  };
+  /** A successful JSON answer; with the stall stallNextBody, or the padding padNextAnswer asked for. */
+  const sendAnswer = async (res: ServerResponse, path: string, payload: unknown) => {
+    const stall = bodyStall;
+    bodyStall = 0;
+    const pad = padNext;
+    padNext = 0;
+    if (stall > 0) {
+      if (gone(res)) return;
+      const text = JSON.stringify(payload);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.write(text.slice(0, 10));
+      await sleep(stall);
+      if (!gone(res)) res.end(text.slice(10));
+      return;
+    }
+    if (pad === 0) return sendJson(res, 200, payload);
+    if (gone(res)) return;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.write(JSON.stringify(payload));
+    const sent = await pour(res, pad, (left) => SPACES.slice(0, left));
+    bodies.push({ path, sent, hungUp: sent < pad });
+    if (!gone(res)) res.end();
   };
   const sendError = (res: ServerResponse, status: number, message: string) => {
     const type = ERROR_TYPES[status] ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
@@ -241,16 +315,7 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
             ],
         ...(usage ? { usage } : {}),
       };
-      const stall = bodyStall;
-      bodyStall = 0;
-      if (stall === 0) return sendJson(res, 200, answer);
-      if (gone(res)) return;
-      const text = JSON.stringify(answer);
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-      res.write(text.slice(0, 10));
-      await sleep(stall);
-      if (!gone(res)) res.end(text.slice(10));
-      return;
+      return sendAnswer(res, '/v1/chat/completions', answer);
     }
 
     if (gone(res)) return;
@@ -276,6 +341,16 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     const malform = malformAfter;
     malformAfter = null;
     if (!(await write(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }])))) return;
+    const flood = floodNext;
+    floodNext = 0;
+    if (flood > 0) {
+      // a word of content a chunk, padded with spaces inside its JSON to about 64 KiB
+      const piece = chunk([{ index: 0, delta: { content: 'word ' }, logprobs: null, finish_reason: null }]);
+      const padded = `${piece.slice(0, -3)}${SPACES.slice(piece.length)}}\n\n`;
+      const sent = await pour(res, flood, () => padded);
+      bodies.push({ path: '/v1/chat/completions', sent, hungUp: sent < flood });
+      if (gone(res)) return;
+    }
     let sent = 0;
     for (const g of groups) {
       if (drop !== null && sent >= drop) {
@@ -318,7 +393,7 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     const vectors = await embeddingsHandler({ body, model: body.model, texts, dimensions });
     const base64 = body.encoding_format === 'base64';
     const tokens = texts.reduce((n, t) => n + estimateTokens(t), 0);
-    sendJson(res, 200, {
+    await sendAnswer(res, '/v1/embeddings', {
       object: 'list',
       model: body.model,
       data: vectors.map((v, index) => ({
@@ -350,6 +425,29 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     if (gone(res)) return;
     const failure = failures.shift();
     if (failure) return sendError(res, failure.status, failure.message ?? `Stub failure with status ${failure.status}`);
+    const endless = failuresWithBody.shift();
+    if (endless) {
+      const type = endless.status >= 500 ? 'server_error' : (ERROR_TYPES[endless.status] ?? 'invalid_request_error');
+      res.writeHead(endless.status, { 'content-type': 'application/json', ...(retryAfterMs === null ? {} : { 'retry-after-ms': String(retryAfterMs) }) });
+      res.write(JSON.stringify({ error: { message: `Stub failure with status ${endless.status}`, type, param: null, code: null } }));
+      let sent = 0;
+      let hungUp = false;
+      if ('floodBytes' in endless.body) {
+        sent = await pour(res, endless.body.floodBytes, (left) => SPACES.slice(0, left));
+        hungUp = sent < endless.body.floodBytes;
+      } else {
+        const until = Date.now() + endless.body.trickleMs;
+        while (Date.now() < until && !gone(res)) {
+          res.write(' ');
+          sent++;
+          await sleep(20);
+        }
+        hungUp = Date.now() < until;
+      }
+      bodies.push({ path, sent, hungUp });
+      if (!gone(res)) res.end();
+      return;
+    }
     if (options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) {
       return sendError(res, 401, 'Incorrect API key provided');
     }
@@ -365,7 +463,7 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
           const flagged = moderationHandler ? moderationHandler(text) : false;
           return { flagged, categories: { harassment: flagged }, category_scores: { harassment: flagged ? 0.99 : 0.01 } };
         });
-        return sendJson(res, 200, { id: `modr-${++counter}`, model: body?.model ?? 'omni-moderation-latest', results });
+        return await sendAnswer(res, '/v1/moderations', { id: `modr-${++counter}`, model: body?.model ?? 'omni-moderation-latest', results });
       }
       if (route === 'GET /v1/models') {
         const created = Math.floor(Date.now() / 1000);
@@ -423,6 +521,16 @@ export async function startOpenAiStub(options: OpenAiStubOptions = {}): Promise<
     setModerationHandler(handler) {
       moderationHandler = handler;
     },
+    padNextAnswer(bytes) {
+      padNext = bytes;
+    },
+    floodNextStream(bytes) {
+      floodNext = bytes;
+    },
+    failNextWithBody(status, body) {
+      failuresWithBody.push({ status, body });
+    },
+    bodies,
     requestsTo(prefix) {
       return requests.filter((r) => r.path.startsWith(prefix));
     },

@@ -1,7 +1,25 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { boundedFetch, byteSize, type BoundedFetch } from '../../shared/bounded-body.js';
 import { storableText } from '../../shared/storable-text.js';
 import { countInputTokens, countTextTokens, loadEncoding } from './tokens.js';
 import { UpstreamError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResult, type ChatStreamEvent, type LlmConfig, type TokenUsage, type ToolCall } from './types.js';
+
+/** The least a model call's answer may be: room for any answer of the default budgets, many times over. */
+const MIN_ANSWER_BYTES = 16 * 1024 * 1024;
+/** Bytes a completion's body may spend a token of its budget: the text of a token, as JSON escapes it (\uXXXX for all but ASCII, as some servers send it), about 12 at worst. */
+const COMPLETION_BYTES_PER_TOKEN = 128;
+/** Bytes a stream may spend a token of its budget: servers send a chunk a token, each a JSON object of about 300 bytes around its text. */
+const STREAM_BYTES_PER_TOKEN = 1024;
+
+/** The most bytes a completion's body may have: 16 MiB, or 128 bytes a token of its budget (`maxTokens`) when that is more. */
+export function completionByteLimit(maxTokens: number | undefined): number {
+  return Math.max(MIN_ANSWER_BYTES, (maxTokens ?? 0) * COMPLETION_BYTES_PER_TOKEN);
+}
+
+/** The most bytes a stream may have in all (its chunks, their JSON and SSE framing): 16 MiB, or 1 KiB a token of its budget when that is more. */
+export function streamByteLimit(maxTokens: number | undefined): number {
+  return Math.max(MIN_ANSWER_BYTES, (maxTokens ?? 0) * STREAM_BYTES_PER_TOKEN);
+}
 
 /** Models that refuse `max_tokens` and want `max_completion_tokens` (OpenAI reasoning and newest families). */
 const WANTS_MAX_COMPLETION_TOKENS = /^(?:openai\/)?(?:o\d|gpt-5|gpt-4\.1)/iu;
@@ -33,8 +51,13 @@ function wireMessage(m: ChatMessage): OpenAI.ChatCompletionMessageParam {
  * {@link UpstreamError}. An aborted `request.signal` rejects with the signal's reason instead.
  *
  * Timeouts: `config.timeoutMs` bounds each attempt until the response headers arrive (the SDK's
- * timeout); then a completion's body must arrive within `timeoutMs`, and a stream fails when no chunk
- * arrives for `timeoutMs`.
+ * timeout); then a completion's body, and the body of an error answer (which the SDK reads for its
+ * message), must arrive within `timeoutMs`, and a stream fails when no chunk arrives for `timeoutMs`.
+ *
+ * Sizes: what the provider sends is read through a bound (see {@link completionByteLimit} and
+ * {@link streamByteLimit}: 16 MiB unless the call's completion budget needs more), so that an endpoint
+ * answering with gigabytes, or a stream that never ends, cannot take the process's memory: past the bound
+ * the connection is closed and the call fails with an {@link UpstreamError} naming it.
  *
  * An answer must be complete: a completion without a choice, or a stream that ends (even cleanly)
  * before a choice's finish_reason, is an {@link UpstreamError}, not a short answer.
@@ -70,18 +93,13 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     throwIfAborted(request.signal);
     await loadEncoding(); // usage is counted when the provider does not report it
     const model = request.model ?? this.defaultModel;
-    // The SDK's timeout ends once the headers are in; the body gets timeoutMs of its own.
-    const controller = new AbortController();
-    const follow = () => controller.abort(request.signal?.reason);
-    request.signal?.addEventListener('abort', follow, { once: true });
-    let body: NodeJS.Timeout | undefined;
-    let late = false;
+    // The SDK's timeout ends once the headers are in; the body gets timeoutMs of its own (bounded(), as its size).
+    const bounds = this.bounded(completionByteLimit(request.maxTokens), 'answer', false);
     try {
-      const response = await this.client.chat.completions.create({ ...this.params(request, model), stream: false }, { signal: controller.signal }).asResponse();
-      body = setTimeout(() => {
-        late = true;
-        controller.abort();
-      }, this.timeoutMs);
+      const response = await this.client
+        .withOptions({ fetch: bounds.fetch })
+        .chat.completions.create({ ...this.params(request, model), stream: false }, request.signal ? { signal: request.signal } : undefined)
+        .asResponse();
       const res = (await response.json()) as OpenAI.ChatCompletion;
       const choice = Array.isArray(res?.choices) ? res.choices[0] : undefined;
       if (!choice) throw new UpstreamError('The model provider answered without a completion (no choice)');
@@ -101,11 +119,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
         ...(choice.finish_reason === 'length' ? { truncated: true } : {}),
       };
     } catch (err) {
-      if (late && !request.signal?.aborted) throw new UpstreamError(`The model provider did not send its answer within ${this.timeoutMs} ms of starting it`);
-      throw this.mapError(err, request.signal);
-    } finally {
-      clearTimeout(body);
-      request.signal?.removeEventListener('abort', follow);
+      throw this.mapError(err, request.signal, bounds);
     }
   }
 
@@ -134,8 +148,10 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     // Tool calls arrive in pieces keyed by index: the id and name first, the arguments in fragments.
     const calls = new Map<number, ToolCall>();
     let finished = false;
+    // a stream's success body is bounded in time by the stall timeout above, in size in all by bounded()
+    const bounds = this.bounded(streamByteLimit(request.maxTokens), 'stream', true);
     try {
-      const stream = await this.client.chat.completions.create(
+      const stream = await this.client.withOptions({ fetch: bounds.fetch }).chat.completions.create(
         { ...this.params(request, model), stream: true, stream_options: { include_usage: true } },
         { signal: controller.signal },
       );
@@ -177,7 +193,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
       }
     } catch (err) {
       if (stalled && !(err instanceof UpstreamError)) throw new UpstreamError(`The model provider's stream stalled for more than ${this.timeoutMs} ms`);
-      throw this.mapError(err, request.signal);
+      throw this.mapError(err, request.signal, bounds);
     } finally {
       clearTimeout(idle);
       controller.abort(); // releases the connection when the consumer stops early
@@ -199,10 +215,29 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     };
   }
 
-  /** Turns whatever the SDK threw into an UpstreamError (or the caller's abort reason). */
-  private mapError(err: unknown, signal: AbortSignal | undefined): unknown {
+  /**
+   * A fetch for one call whose response bodies are bounded: at most `maxBytes`; within timeoutMs of the headers,
+   * except the success answer of a stream (`streamed`), which its stall timeout bounds.
+   */
+  private bounded(maxBytes: number, what: 'answer' | 'stream', streamed: boolean): BoundedFetch {
+    return boundedFetch((response) => ({
+      maxBytes,
+      ...(streamed && response.ok ? {} : { deadlineMs: this.timeoutMs }),
+      tooLarge: () =>
+        new UpstreamError(
+          `The model provider's ${response.ok ? what : `error answer (HTTP ${response.status})`} was larger than ${byteSize(maxBytes)}, the most read of a call with this completion budget; the connection was closed`,
+          response.ok ? undefined : response.status,
+        ),
+      tooSlow: () => new UpstreamError(`The model provider did not send its answer within ${this.timeoutMs} ms of starting it`, response.ok ? undefined : response.status),
+    }));
+  }
+
+  /** Turns whatever the SDK threw into an UpstreamError (or the caller's abort reason); a bound a body broke is the failure, however the SDK reported it. */
+  private mapError(err: unknown, signal: AbortSignal | undefined, bounds?: BoundedFetch): unknown {
     if (err instanceof UpstreamError) return err;
     if (signal?.aborted) return signal.reason ?? err;
+    const breach = bounds?.breach();
+    if (breach) return breach;
     if (err instanceof APIUserAbortError) return new UpstreamError('The model provider call was aborted');
     if (err instanceof APIConnectionTimeoutError) return new UpstreamError(`The model provider did not answer within ${this.timeoutMs} ms`);
     if (err instanceof APIConnectionError) {
