@@ -1,6 +1,6 @@
 /**
- * What a model provider sends is read through bounds, in size and in time: a chat completion, a stream and
- * the body of an error answer (which the SDK reads for its message). A provider
+ * What a model provider sends is read through bounds, in size and in time: a chat completion, a stream, an
+ * embeddings answer and the body of an error answer (which the SDK reads for its message). A provider
  * answering with far more than any answer needs, or with a body that never ends, fails the call (an
  * UpstreamError naming the bound) and has its connection closed; it cannot fill the process's memory.
  * The provider is a real local HTTP server speaking the OpenAI wire format; the bodies sent are real
@@ -8,8 +8,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { OpenAiCompatibleEmbedder } from '../src/providers/embeddings/openai-compatible.js';
 import { OpenAiCompatibleChatModel } from '../src/providers/llm/openai-compatible.js';
 import { UpstreamError, type ChatRequest, type ChatStreamEvent, type LlmConfig } from '../src/providers/llm/types.js';
+import type { EmbeddingsConfig } from '../src/providers/embeddings/types.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { waitFor } from './support/realtime.js';
 
@@ -110,5 +112,52 @@ describe('chat model: the size of what the provider sends is bounded', () => {
       assert.ok(Date.now() - started < 3000, `gave up at the timeout, not when the body ended (${Date.now() - started} ms)`);
       assert.equal((await lastBody(seen)).hungUp, true, 'the client closed the connection');
     }
+  });
+});
+
+describe('embedder: the size and time of what the provider sends are bounded', () => {
+  const config = (over: Partial<EmbeddingsConfig> = {}): EmbeddingsConfig => ({
+    provider: 'openai-compatible',
+    baseUrl: stub.baseUrl,
+    model: 'stub-embedding',
+    dimensions: 8,
+    batchSize: 16,
+    timeoutMs: 10_000,
+    maxRetries: 0,
+    ...over,
+  });
+
+  test('an answer larger than 64 MiB is an UpstreamError naming the limit; one within it is the vectors', async () => {
+    const embedder = new OpenAiCompatibleEmbedder(config());
+    const seen = stub.bodies.length;
+    stub.padNextAnswer(80 * MiB);
+    await assert.rejects(embedder.embed(['alpha beta']), upstream(/^The embedding provider's answer was larger than 64 MiB/u));
+    assert.equal((await lastBody(seen)).hungUp, true, 'the client closed the connection');
+    stub.padNextAnswer(60 * MiB);
+    const [vector] = await embedder.embed(['alpha beta']);
+    assert.equal(vector!.length, 8);
+
+    // a batch of 1,100 texts of 1,000 numbers may need more: 64 bytes a number
+    stub.padNextAnswer(80 * MiB);
+    await assert.rejects(
+      new OpenAiCompatibleEmbedder(config({ batchSize: 1100, dimensions: 1000 })).embed(['alpha beta']),
+      upstream(/^The embedding provider's answer was larger than 67\.1 MiB, the most read of a batch of 1100 texts of 1000 numbers/u),
+    );
+  });
+
+  test('the body of an answer, and of an error answer, must come within timeoutMs of its headers', async () => {
+    const embedder = new OpenAiCompatibleEmbedder(config({ timeoutMs: 300 }));
+    stub.stallNextBody(100);
+    assert.equal((await embedder.embed(['a little late']))[0]!.length, 8);
+
+    stub.stallNextBody(5000);
+    let started = Date.now();
+    await assert.rejects(embedder.embed(['stalled body']), upstream(/within 300 ms of starting it/u));
+    assert.ok(Date.now() - started < 3000, `gave up at the timeout, not when the body came (${Date.now() - started} ms)`);
+
+    stub.failNextWithBody(500, { trickleMs: 5000 });
+    started = Date.now();
+    await assert.rejects(embedder.embed(['error trickle']), upstream(/within 300 ms of starting it/u));
+    assert.ok(Date.now() - started < 3000, `gave up at the timeout, not when the body ended (${Date.now() - started} ms)`);
   });
 });

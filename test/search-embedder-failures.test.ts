@@ -1,13 +1,14 @@
 /**
  * An embedding provider that fails, or answers but answers wrongly (vectors of the wrong size, a wrong
- * count), is an upstream failure on every route that embeds: the contract's 502 UPSTREAM_FAILED, never a
- * 500 INTERNAL. The provider is a real local HTTP server speaking the OpenAI wire format.
+ * count, far more bytes than an answer needs), is an upstream failure on every route that embeds: the
+ * contract's 502 UPSTREAM_FAILED, never a 500 INTERNAL. The provider is a real local HTTP server speaking the OpenAI wire format.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { buildWorld, type World } from './authz/fixture.js';
 import { startOpenAiStub, type EmbeddingsHandler, type OpenAiStub } from './support/openai-stub.js';
+import { waitFor } from './support/realtime.js';
 
 let w: World;
 let stub: OpenAiStub;
@@ -68,6 +69,16 @@ describe('search and chunk edits: embedding provider failures are 502s', () => {
 
   test('search-content: a wrong number of vectors is an upstream failure (502), not a 500', async () => {
     expectUpstreamFailure(await answeredBy(() => [], search));
+  });
+
+  test('search-content: an answer larger than 64 MiB is an upstream failure (502); the connection is closed and the next search works', async () => {
+    const seen = stub.bodies.length;
+    stub.padNextAnswer(80 * 1024 * 1024); // the vectors asked for, followed by 80 MiB of spaces: valid JSON
+    expectUpstreamFailure(await search());
+    await waitFor(() => stub.bodies.length > seen, 'the oversized answer to end');
+    assert.equal(stub.bodies.at(-1)!.hungUp, true, 'the server closed the connection to the provider');
+    const res = await search();
+    assert.equal(res.statusCode, 200, res.body);
   });
 
   test('Q&A: vectors of the wrong size are an upstream failure (502), not a 500', async () => {

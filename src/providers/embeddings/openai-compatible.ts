@@ -1,6 +1,20 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { boundedFetch, byteSize, type BoundedFetch } from '../../shared/bounded-body.js';
 import { UpstreamError } from '../llm/types.js';
 import type { Embedder, EmbeddingsConfig } from './types.js';
+
+/** The least an embeddings answer may be: room for a default batch (64 texts of 384 numbers, about 600 KB) many times over. */
+const MIN_ANSWER_BYTES = 64 * 1024 * 1024;
+/** Bytes a number of a batch may take: a float as JSON prints it (`-0.012345678901234567, `, about 25), even pretty-printed a line each. */
+const BYTES_PER_NUMBER = 64;
+
+/**
+ * The most bytes an embeddings answer may have: 64 MiB, or 64 bytes a number of a full batch
+ * (`batchSize` × `dimensions`) when that is more.
+ */
+export function embeddingsByteLimit(batchSize: number, dimensions: number): number {
+  return Math.max(MIN_ANSWER_BYTES, batchSize * dimensions * BYTES_PER_NUMBER);
+}
 
 /**
  * Embeddings from any server speaking the OpenAI `POST /embeddings` wire format (OpenAI, vLLM,
@@ -13,7 +27,11 @@ import type { Embedder, EmbeddingsConfig } from './types.js';
  * - vectors are L2-normalised here, whatever the server does;
  * - an empty (or blank) text is not sent (servers reject it) and gets the zero vector;
  * - the SDK retries 408/409/429/5xx and connection failures `maxRetries` times; what still fails is
- *   an {@link UpstreamError}; an aborted signal rejects with the signal's reason.
+ *   an {@link UpstreamError}; an aborted signal rejects with the signal's reason;
+ * - `timeoutMs` bounds each attempt until the headers (the SDK's timeout), then the body of the answer
+ *   (also of an error answer, which the SDK reads for its message) within `timeoutMs` of its headers; the
+ *   body is at most {@link embeddingsByteLimit} bytes: past it the connection is closed and the call fails
+ *   (an {@link UpstreamError} naming the limit).
  */
 export class OpenAiCompatibleEmbedder implements Embedder {
   readonly id: string;
@@ -21,6 +39,7 @@ export class OpenAiCompatibleEmbedder implements Embedder {
   private readonly model: string;
   private readonly batchSize: number;
   private readonly timeoutMs: number;
+  private readonly maxBytes: number;
   private readonly client: OpenAI;
 
   constructor(config: EmbeddingsConfig) {
@@ -33,6 +52,7 @@ export class OpenAiCompatibleEmbedder implements Embedder {
     this.dimensions = config.dimensions;
     this.batchSize = Math.max(1, Math.floor(config.batchSize) || 1);
     this.timeoutMs = config.timeoutMs;
+    this.maxBytes = embeddingsByteLimit(this.batchSize, this.dimensions);
     this.id = `openai-compatible:${config.model}:${config.dimensions}`;
     this.client = new OpenAI({
       baseURL: config.baseUrl,
@@ -65,13 +85,13 @@ export class OpenAiCompatibleEmbedder implements Embedder {
 
   private async request(input: string[], signal: AbortSignal | undefined): Promise<number[][]> {
     let res: OpenAI.CreateEmbeddingResponse;
+    const bounds = this.bounded();
     try {
-      res = await this.client.embeddings.create(
-        { model: this.model, input, dimensions: this.dimensions, encoding_format: 'float' },
-        signal ? { signal } : undefined,
-      );
+      res = await this.client
+        .withOptions({ fetch: bounds.fetch })
+        .embeddings.create({ model: this.model, input, dimensions: this.dimensions, encoding_format: 'float' }, signal ? { signal } : undefined);
     } catch (err) {
-      throw this.mapError(err, signal);
+      throw this.mapError(err, signal, bounds);
     }
     const data = Array.isArray(res?.data) ? [...res.data] : [];
     if (data.length !== input.length) {
@@ -91,8 +111,26 @@ export class OpenAiCompatibleEmbedder implements Embedder {
     });
   }
 
-  private mapError(err: unknown, signal: AbortSignal | undefined): unknown {
+  /** A fetch for one call whose response bodies are bounded: at most maxBytes, within timeoutMs of their headers. */
+  private bounded(): BoundedFetch {
+    return boundedFetch((response) => ({
+      maxBytes: this.maxBytes,
+      deadlineMs: this.timeoutMs,
+      tooLarge: () =>
+        new UpstreamError(
+          `The embedding provider's ${response.ok ? 'answer' : `error answer (HTTP ${response.status})`} was larger than ${byteSize(this.maxBytes)}, ` +
+            `the most read of a batch of ${this.batchSize} texts of ${this.dimensions} numbers; the connection was closed`,
+          response.ok ? undefined : response.status,
+        ),
+      tooSlow: () => new UpstreamError(`The embedding provider did not send its answer within ${this.timeoutMs} ms of starting it`, response.ok ? undefined : response.status),
+    }));
+  }
+
+  /** What the SDK threw as an UpstreamError (or the caller's abort reason); a bound a body broke is the failure, however the SDK reported it. */
+  private mapError(err: unknown, signal: AbortSignal | undefined, bounds: BoundedFetch): unknown {
     if (signal?.aborted) return signal.reason ?? err;
+    const breach = bounds.breach();
+    if (breach) return breach;
     if (err instanceof APIUserAbortError) return new UpstreamError('The embedding provider call was aborted');
     if (err instanceof APIConnectionTimeoutError) return new UpstreamError(`The embedding provider did not answer within ${this.timeoutMs} ms`);
     if (err instanceof APIConnectionError) {
