@@ -2,9 +2,9 @@
  * A model provider that answers a Q&A request with far more than any answer needs (a completion past
  * 16 MiB, a stream that keeps sending) fails the request as an upstream failure: 502 UPSTREAM_FAILED,
  * nothing charged (the reservation released), a failed record; the streaming client gets the last event
- * with the error; the server goes on answering. The providers are real local HTTP servers speaking the
- * OpenAI wire format, sending real oversized bodies over loopback (the moderation one of its own, so that
- * the oversized answers go to the model calls).
+ * with the error; the server goes on answering. A moderation answer past its bound is a failed
+ * moderation call: the local rules alone decide. The providers are real local HTTP servers speaking the
+ * OpenAI wire format, sending real oversized bodies over loopback.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -89,5 +89,24 @@ describe('Q&A: a provider answering past the bounds of what is read', () => {
     await waitFor(() => stub.bodies.length > seen, 'the stream to end');
     assert.equal(stub.bodies.at(-1)!.hungUp, true, 'the server closed the connection to the provider');
     await expectAnswered('and now a normal one');
+  });
+
+  test('a moderation answer larger than its bound (4 MiB) is a failed moderation call: the local rules decide, the answer is given', async () => {
+    // the moderation flags everything: read whole, its answer would block the request (422)
+    moderation.setModerationHandler(() => true);
+    try {
+      moderation.padNextAnswer(32 * MiB);
+      const seen = moderation.bodies.length;
+      const body = await expectAnswered('moderated by an oversized answer');
+      assert.ok(body.credits > 0, 'charged as usual');
+      await waitFor(() => moderation.bodies.length > seen, 'the moderation answer to end');
+      assert.equal(moderation.bodies.at(-1)!.hungUp, true, 'the server closed the connection to the moderation provider');
+      // within the bound, the same moderation still blocks
+      const blocked = await ask({ inputs: ['moderated by a normal answer'] });
+      assert.equal(blocked.statusCode, 422, blocked.body);
+      assert.equal(blocked.json().error.code, 'CONTENT_BLOCKED');
+    } finally {
+      moderation.setModerationHandler(null);
+    }
   });
 });

@@ -1,4 +1,5 @@
 import type { ContentFilterConfig } from '../../config.js';
+import { byteSize, readBoundedText } from '../../shared/bounded-body.js';
 import { BoundedPatterns } from './bounded-patterns.js';
 
 export interface FilterVerdict {
@@ -10,14 +11,22 @@ export interface FilterVerdict {
 /** Longest text the rules look at; a Q&A input is bounded far below this by its schema anyway. */
 const MAX_SCAN_CHARS = 200_000;
 
+/**
+ * The most bytes a moderation answer may have: a result an input (flags, scores and input types of about 13
+ * categories: 1 to 3 KB) for the at most 200 texts of a request, many times over.
+ */
+export const MODERATION_MAX_BYTES = 4 * 1024 * 1024;
+
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/gu, '\\$&');
 
 /**
  * The content filter of the Q&A pipeline (contract §6): local rules (CONTENT_FILTER_TERMS: words or
  * phrases matched case-insensitively on word boundaries; CONTENT_FILTER_PATTERNS: the operator's
  * regular expressions) and, when MODERATION_BASE_URL is set, a provider moderation call in the OpenAI
- * `/moderations` wire format. A moderation call that fails does not block (the local rules still ran)
- * and is logged by the caller: availability of the answer is preferred over a hard dependency.
+ * `/moderations` wire format, within MODERATION_TIMEOUT_MS (its body included) and at most
+ * MODERATION_MAX_BYTES of answer (past it the connection is closed). A moderation call that fails does not
+ * block (the local rules still ran) and is logged by the caller: availability of the answer is preferred
+ * over a hard dependency.
  *
  * The terms become linear expressions of our own and run here. The operator's patterns may backtrack
  * without bound on a crafted input, so they run in a worker thread within CONTENT_FILTER_TIMEOUT_MS
@@ -74,8 +83,16 @@ export class ContentFilter {
       body: JSON.stringify({ model: this.config.moderationModel, input: texts }),
       signal: AbortSignal.timeout(this.config.moderationTimeoutMs),
     });
-    if (!res.ok) throw new Error(`moderation answered HTTP ${res.status}`);
-    const body = (await res.json()) as { results?: Array<{ flagged?: boolean; categories?: Record<string, boolean> }> };
+    if (!res.ok) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new Error(`moderation answered HTTP ${res.status}`);
+    }
+    // the signal's timeout bounds the body too; its size is bounded here
+    const text = await readBoundedText(res, {
+      maxBytes: MODERATION_MAX_BYTES,
+      tooLarge: () => new Error(`the moderation answer was larger than ${byteSize(MODERATION_MAX_BYTES)}; the connection was closed`),
+    });
+    const body = JSON.parse(text) as { results?: Array<{ flagged?: boolean; categories?: Record<string, boolean> }> };
     for (const r of body.results ?? []) {
       if (r.flagged) {
         const categories = Object.entries(r.categories ?? {}).filter(([, v]) => v).map(([k]) => k);
