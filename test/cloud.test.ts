@@ -6,10 +6,16 @@ import { eq } from 'drizzle-orm';
 import { institutions } from '../src/db/schema.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
 import { freePort } from '../bench/support.js';
+import { sendEndlessBody, sendEndlessHeaders, type EndlessOutcome } from './support/endless-http.js';
+import { waitFor } from './support/realtime.js';
 
-/** A stand-in for the providers' revoke endpoints on 127.0.0.1: /ok answers 200, /fail 500, /hang never. */
+/**
+ * A stand-in for the providers' revoke endpoints on 127.0.0.1: /ok answers 200, /fail 500, /hang never,
+ * /endless 200 with a body that does not end, /endless-headers headers that do not end (`endless` records how those ended).
+ */
 async function startProviderStub() {
   const received: Array<{ path: string; body: string; authorization?: string }> = [];
+  const endless: EndlessOutcome[] = [];
   const server: Server = createServer((req: IncomingMessage, res) => {
     let body = '';
     req.on('data', (d: Buffer) => (body += d.toString()));
@@ -17,6 +23,8 @@ async function startProviderStub() {
       received.push({ path: req.url ?? '', body, authorization: req.headers.authorization });
       if (req.url === '/ok') res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       else if (req.url === '/fail') res.writeHead(500).end('boom');
+      else if (req.url === '/endless') void sendEndlessBody(res, 200).then((o) => endless.push(o));
+      else if (req.url === '/endless-headers') void sendEndlessHeaders(res).then((o) => endless.push(o));
       // /hang: never answers
     });
   });
@@ -25,6 +33,7 @@ async function startProviderStub() {
   return {
     base,
     received,
+    endless,
     close: () =>
       new Promise<void>((r) => {
         server.closeAllConnections();
@@ -59,6 +68,8 @@ describe('cloud-services token: store encrypted, revoke best effort', () => {
           okdrive: `${stub.base}/ok`,
           faildrive: `${stub.base}/fail`,
           hangdrive: `${stub.base}/hang`,
+          endlessdrive: `${stub.base}/endless`,
+          headersdrive: `${stub.base}/endless-headers`,
           deaddrive: `http://127.0.0.1:${closedPort}/revoke`,
         }),
       },
@@ -151,6 +162,26 @@ describe('cloud-services token: store encrypted, revoke best effort', () => {
       assert.equal(res.json().success, true);
       assert.match(res.json().message, expected);
       assert.equal(await stored(w.a2.id), undefined);
+    });
+  }
+
+  for (const [provider, expected] of [
+    ['endlessdrive', /revoke: done \(the provider confirmed \(200\)\)/],
+    ['headersdrive', /revoke: failed \(the provider could not be reached\)/],
+  ] as const) {
+    const what = provider === 'endlessdrive' ? 'a body that never ends: done at its status (the body is not read)' : 'headers that never end: failed at the header size limit';
+    test(`revoke when the provider answers with ${what}, within the timeout; the connection closed`, async () => {
+      assert.equal((await store(w.a2.id, tok.adminA, { provider, accessToken: `tok-${provider}` })).statusCode, 200);
+      const seen = stub.endless.length;
+      const started = Date.now();
+      const res = await revoke(w.a2.id, tok.adminA);
+      assert.ok(Date.now() - started < 5000, `answered within the 5 s timeout (${Date.now() - started} ms)`);
+      assert.equal(res.statusCode, 200);
+      assert.equal(res.json().success, true);
+      assert.match(res.json().message, expected);
+      assert.equal(await stored(w.a2.id), undefined);
+      await waitFor(() => stub.endless.length > seen, 'the endless answer to end');
+      assert.equal(stub.endless.at(-1)!.hungUp, true, 'the server closed the connection');
     });
   }
 });

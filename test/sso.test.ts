@@ -8,15 +8,19 @@ import { classifyAddress } from '../src/modules/sso/sso.net.js';
 import { newId } from '../src/shared/ids.js';
 import { freePort } from '../bench/support.js';
 import { bearer, login, makeWorld, startTestApp, type TestApp } from './support/app.js';
+import { sendEndlessBody, sendEndlessHeaders, type EndlessOutcome } from './support/endless-http.js';
+import { waitFor } from './support/realtime.js';
 
 /**
  * A stand-in for an identity provider on 127.0.0.1: /token answers like a live token endpoint refusing
  * an unknown client (401 invalid_client), /missing 404, /hang never, /to-metadata redirects to the
  * cloud metadata address, /to-token redirects (307) to /token, /to-elsewhere redirects (307) to `elsewhere`
- * (another origin). Counts connections.
+ * (another origin), /endless answers 401 with a body that does not end, /endless-headers sends headers that do
+ * not end (`endless` records how those ended). Counts connections.
  */
 async function startIdpStub(elsewhere = '') {
   const requests: Array<{ path: string; method: string; body: string; authorization?: string }> = [];
+  const endless: EndlessOutcome[] = [];
   let connections = 0;
   const server: Server = createServer((req, res) => {
     let body = '';
@@ -28,6 +32,8 @@ async function startIdpStub(elsewhere = '') {
       else if (req.url === '/to-metadata') res.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
       else if (req.url === '/to-token') res.writeHead(307, { location: '/token' }).end();
       else if (req.url === '/to-elsewhere') res.writeHead(307, { location: elsewhere }).end();
+      else if (req.url === '/endless') void sendEndlessBody(res, 401).then((o) => endless.push(o));
+      else if (req.url === '/endless-headers') void sendEndlessHeaders(res).then((o) => endless.push(o));
       // /hang: never answers
     });
   });
@@ -38,6 +44,7 @@ async function startIdpStub(elsewhere = '') {
     port,
     base: `http://127.0.0.1:${port}`,
     requests,
+    endless,
     connections: () => connections,
     close: () =>
       new Promise<void>((r) => {
@@ -195,6 +202,27 @@ describe('SSO providers with SSO_TEST_ALLOW_PRIVATE=true (providers on loopback)
     const res = await testProvider((await makeProvider(`${idp.base}/hang`))._id);
     assert.deepEqual([res.success, res.reachable, res.status], [false, false, 0]);
     assert.match(res.message, /No answer within 5 s/);
+  });
+
+  test('a token endpoint whose body never ends: its status at once (the body is not read), the connection closed', async () => {
+    const seen = idp.endless.length;
+    const started = Date.now();
+    const res = await testProvider((await makeProvider(`${idp.base}/endless`))._id);
+    assert.ok(Date.now() - started < 5000, `answered within the 5 s timeout (${Date.now() - started} ms)`);
+    assert.deepEqual(res, { success: true, reachable: true, status: 401, message: 'The token endpoint answered 401' });
+    await waitFor(() => idp.endless.length > seen, 'the endless answer to end');
+    assert.equal(idp.endless.at(-1)!.hungUp, true, 'the server closed the connection');
+  });
+
+  test('a token endpoint whose headers never end: unreachable, status 0, well within the timeout (the header size limit), the connection closed', async () => {
+    const seen = idp.endless.length;
+    const started = Date.now();
+    const res = await testProvider((await makeProvider(`${idp.base}/endless-headers`))._id);
+    assert.ok(Date.now() - started < 5000, `answered within the 5 s timeout (${Date.now() - started} ms)`);
+    assert.deepEqual([res.success, res.reachable, res.status], [false, false, 0]);
+    assert.match(res.message, /^The token endpoint is unreachable: the request failed \(HPE_HEADER_OVERFLOW\)$/u);
+    await waitFor(() => idp.endless.length > seen, 'the endless answer to end');
+    assert.equal(idp.endless.at(-1)!.hungUp, true, 'the server closed the connection');
   });
 
   test('blocked: link-local and metadata addresses are refused literally, in stored records and on redirects', async () => {
