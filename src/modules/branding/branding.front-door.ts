@@ -92,46 +92,8 @@ export function brandingFrontDoor(options: BrandingFrontDoorOptions): FrontDoor 
     log?.info({ reqId, res: { statusCode: status }, responseTime: seconds * 1000 }, 'request completed');
   };
 
-  /** What a request waiting for its first chunk needs (kept on it: the listeners below are shared, not made per request). */
-  interface Waiting {
-    res: ServerResponse;
-    next: Handler;
-    length: number;
-    started: bigint;
-  }
-  const WAITING = Symbol('branding front door');
-  type WaitingRequest = IncomingMessage & { [WAITING]?: Waiting };
-  function stopWaiting(req: WaitingRequest): Waiting {
-    const waiting = req[WAITING]!;
-    req[WAITING] = undefined;
-    req.removeListener('data', onFirstChunk);
-    req.removeListener('end', onNoChunk);
-    req.removeListener('error', onNoChunk);
-    return waiting;
-  }
-  // the first chunk decides; a request that ends or fails before it is Fastify's as it stands
-  function onNoChunk(this: WaitingRequest) {
-    const { res, next } = stopWaiting(this);
-    next(this, res);
-  }
-  function onFirstChunk(this: WaitingRequest, chunk: Buffer) {
-    const { res, next, length, started } = stopWaiting(this);
-    const entry = chunk.length === length ? hitOf(chunk) : undefined;
-    if (!entry) {
-      // given back before anything else reads (the stream held still meanwhile): the route's body parser
-      // resumes it and reads the body whole
-      this.pause();
-      this.unshift(chunk);
-      next(this, res);
-      return;
-    }
-    // the body was this one chunk: the stream, still flowing, ends the request
-    door.answered++;
-    answer(this, res, entry, started);
-  }
-
   const door: FrontDoor = Object.assign(
-    (req: WaitingRequest, res: ServerResponse, next: Handler) => {
+    (req: IncomingMessage, res: ServerResponse, next: Handler) => {
       const h = req.headers;
       const length = Number(h['content-length']);
       const type = h['content-type'];
@@ -148,10 +110,33 @@ export function brandingFrontDoor(options: BrandingFrontDoorOptions): FrontDoor 
         next(req, res);
         return;
       }
-      req[WAITING] = { res, next, length, started: process.hrtime.bigint() };
-      req.on('data', onFirstChunk);
-      req.on('end', onNoChunk);
-      req.on('error', onNoChunk);
+      const started = process.hrtime.bigint();
+      // the first chunk decides; a request that ends or fails before it is Fastify's as it stands
+      const handOn = () => {
+        req.removeListener('data', onData);
+        req.removeListener('end', handOn);
+        req.removeListener('error', handOn);
+        next(req, res);
+      };
+      const onData = (chunk: Buffer) => {
+        req.removeListener('data', onData);
+        req.removeListener('end', handOn);
+        req.removeListener('error', handOn);
+        req.pause();
+        const entry = chunk.length === length ? hitOf(chunk) : undefined;
+        if (!entry) {
+          // given back before anything else reads: the route's body parser resumes the stream and reads it whole
+          req.unshift(chunk);
+          next(req, res);
+          return;
+        }
+        req.resume(); // the body was this one chunk: let the request end
+        door.answered++;
+        answer(req, res, entry, started);
+      };
+      req.on('data', onData);
+      req.on('end', handOn);
+      req.on('error', handOn);
     },
     { answered: 0 },
   );
