@@ -34,8 +34,7 @@ import { mfaRoutes } from './modules/mfa/mfa.routes.js';
 import { vaultRoutes } from './modules/vault/vault.routes.js';
 import { memoryRoutes } from './modules/memory/memory.routes.js';
 import { settingsRoutes } from './modules/settings/settings.routes.js';
-import { BRANDING_CACHE_CONTROL, brandingRoutes, matchesEtag } from './modules/branding/branding.routes.js';
-import { BRANDING_PATH, brandingFrontDoor, installFrontDoor, type FrontDoor } from './modules/branding/branding.front-door.js';
+import { brandingRoutes } from './modules/branding/branding.routes.js';
 import { cloudRoutes } from './modules/cloud/cloud.routes.js';
 import { ssoRoutes } from './modules/sso/sso.routes.js';
 import { adminSessionsRoutes } from './modules/admin/sessions.routes.js';
@@ -174,11 +173,6 @@ function lazySerializerFactory(externalSchemas: unknown, serializerOptions: unkn
 const requestIdPrefix = randomBytes(6).toString('base64url');
 let requestCounter = 0;
 const nextRequestId = () => `${requestIdPrefix}-${(++requestCounter).toString(36)}`;
-/** A request's id: the caller's `x-request-id` when it is a plain token of at most 128 characters, else the next of this process. */
-const requestIdOf = (req: { headers: Record<string, string | string[] | undefined> }) => {
-  const given = req.headers['x-request-id'];
-  return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : nextRequestId();
-};
 
 export async function buildApp(options: BuildAppOptions): Promise<App> {
   const { config } = options;
@@ -249,22 +243,7 @@ export async function buildApp(options: BuildAppOptions): Promise<App> {
   await vaultRoutes(app, ctx);
   await memoryRoutes(app, ctx);
   await settingsRoutes(app, ctx);
-  const branding = await brandingRoutes(app, ctx);
-  // cached brandings answered in front of Fastify (branding.front-door.ts): every other request goes on to it untouched
-  const brandingDoor = brandingFrontDoor({
-      peek: (publicId) => branding.cache.peek(publicId),
-      closing: shutdown.closing,
-      requestLog: (app.log as unknown as { isLevelEnabled(level: string): boolean }).isLevelEnabled('info') ? app.log : undefined,
-      trustsProxy: config.trustProxy !== false,
-      headers: staticSecurityHeaders(config.hstsMaxAgeSeconds),
-      cacheControl: BRANDING_CACHE_CONTROL,
-      requestId: requestIdOf,
-      record: (status, seconds) => app.requestMetrics.record('POST', BRANDING_PATH, status, seconds),
-      track: (res) => shutdown.track(res),
-      matchesEtag,
-  });
-  installFrontDoor(app.server, brandingDoor);
-  app.decorate('brandingFrontDoor', brandingDoor);
+  await brandingRoutes(app, ctx);
   await cloudRoutes(app, ctx);
   await ssoRoutes(app, ctx);
   await adminSessionsRoutes(app, ctx);
@@ -301,7 +280,10 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
       level: config.logLevel,
       redact: ['req.headers.authorization', 'req.headers["x-access-token"]', 'req.headers.cookie'],
     },
-    genReqId: requestIdOf,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : nextRequestId();
+    },
     trustProxy: config.trustProxy,
     bodyLimit: 2 * 1024 * 1024,
     // Long ids reach the route and fail its schema; what the router itself refuses (an over-long
@@ -502,7 +484,5 @@ declare module 'fastify' {
     realtime: RealtimeGateway;
     /** The Prometheus registry of /metrics (modules add their gauges). */
     metrics: Registry;
-    /** The cached brandings answered in front of Fastify (its count: tests, diagnostics). */
-    brandingFrontDoor: FrontDoor;
   }
 }

@@ -25,8 +25,6 @@ export function registerMetrics(app: FastifyInstance, options: MetricsOptions = 
   const recorder = new RequestMetrics();
   registry.registerMetric(recorder.counter as never);
   registry.registerMetric(recorder.histogram as never);
-  // answers made outside Fastify's hooks (the branding's front door) are counted through it too
-  app.decorate('requestMetrics', recorder);
 
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
@@ -121,12 +119,5 @@ export class RequestMetrics {
       values.push({ metricName: `${name}_count`, labels: { method, route }, value: count });
     }
     return values;
-  }
-}
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** The request counter and latency histogram of /metrics. */
-    requestMetrics: RequestMetrics;
   }
 }

@@ -57,8 +57,7 @@ export async function brandingRoutes(app: App, ctx: AppContext): Promise<Brandin
           'No authentication. 400 when publicId is not a UUID, 404 when no institution has it. The answer has no success field (spec) and ' +
           `carries Cache-Control "${BRANDING_CACHE_CONTROL}" and an ETag; a request whose If-None-Match names the current ETag gets 304 ` +
           'without a body. Served from an in-process cache that is invalidated whenever the institution is updated or deleted (through ' +
-          'the invalidation bus, which a Redis pub/sub transport extends to every node); an unknown publicId is remembered for 10 s. ' +
-          'A cache hit sent as a plain JSON body without an Origin header is answered in front of the framework, with the same answer.',
+          'the invalidation bus, which a Redis pub/sub transport extends to every node); an unknown publicId is remembered for 10 s.',
         body: BrandingBody,
         response: { 200: BrandingSchema, 304: { type: 'null', description: 'Not modified' }, ...errorResponses(400, 404) },
       },
