@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { drained } from './openai-stub.js';
 
 /** How an endless answer ended: the bytes written, and whether the client hung up (rather than the cap being reached). */
 export interface EndlessOutcome {
@@ -11,18 +12,6 @@ const CAP = 256 * 1024 * 1024;
 const PIECE = ' '.repeat(64 * 1024);
 
 const gone = (res: ServerResponse) => res.destroyed || res.socket === null || res.socket.destroyed;
-
-function drained(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.once('drain', done);
-    res.once('close', done);
-  });
-}
 
 /**
  * Answers `status` and then a body of spaces that does not end: written as fast as the client takes them

@@ -181,7 +181,7 @@ function gone(res: ServerResponse): boolean {
 }
 
 /** Resolves when `res` can take more (drain), or is gone (close). */
-function drained(res: ServerResponse): Promise<void> {
+export function drained(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       res.off('drain', done);
