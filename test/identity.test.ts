@@ -170,6 +170,25 @@ describe('identity: login, tokens, sessions, me', () => {
   const refresh = (refreshToken: string) => t.app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken } });
   /** The session row of a token pair (a refresh token is `<sessionId>.<secret>`). */
   const sessionOf = async (pair: { refreshToken: string }) => (await t.database.db.select().from(sessions).where(eq(sessions.id, pair.refreshToken.split('.')[0]!)))[0]!;
+  type Pair = { accessToken: string; refreshToken: string };
+  /**
+   * After a 200 logout of `ending`: its session is revoked as a logout and `other` is not; once `reactivate` has run,
+   * neither the ended session's refresh nor its access token works, while `other` works and refreshes.
+   */
+  const assertLoggedOutForGood = async (ending: Pair, other: Pair, reactivate: () => Promise<void>) => {
+    const row = await sessionOf(ending);
+    assert.equal(row.revokedReason, 'logout');
+    assert.ok(row.revokedAt instanceof Date);
+    assert.equal((await sessionOf(other)).revokedAt, null, 'only the presented session ends');
+    await reactivate();
+    assert.equal((await refresh(ending.refreshToken)).statusCode, 401);
+    const old = await me(ending.accessToken);
+    assert.equal(old.statusCode, 401);
+    assert.equal(old.json().message, 'Session has ended');
+    // the session it left alone works again, refresh included
+    assert.equal((await me(other.accessToken)).statusCode, 200);
+    assert.equal((await refresh(other.refreshToken)).statusCode, 200);
+  };
 
   test('a user whose account is inactive logs out: that session is revoked, and once the account is active again neither its refresh nor its access token works', async () => {
     const root = (await login(t.app, world.superadmin.email)).accessToken;
@@ -193,21 +212,9 @@ describe('identity: login, tokens, sessions, me', () => {
     const out = await logout(ending.accessToken);
     assert.equal(out.statusCode, 200, out.body);
     assert.deepEqual(out.json(), { success: true, message: 'Logged out' });
-    const row = await sessionOf(ending);
-    assert.equal(row.revokedReason, 'logout');
-    assert.ok(row.revokedAt instanceof Date);
-    assert.equal((await sessionOf(other)).revokedAt, null, 'only the presented session ends');
     // the session has ended: a second logout is a 401
     assert.equal((await logout(ending.accessToken)).statusCode, 401);
-
-    await setStatus('active');
-    assert.equal((await refresh(ending.refreshToken)).statusCode, 401);
-    const old = await me(ending.accessToken);
-    assert.equal(old.statusCode, 401);
-    assert.equal(old.json().message, 'Session has ended');
-    // the session it left alone works again, refresh included
-    assert.equal((await me(other.accessToken)).statusCode, 200);
-    assert.equal((await refresh(other.refreshToken)).statusCode, 200);
+    await assertLoggedOutForGood(ending, other, () => setStatus('active'));
   });
 
   test('a disabled user logs out likewise: that session is revoked, and once enabled again neither its refresh nor its access token works', async () => {
@@ -227,18 +234,7 @@ describe('identity: login, tokens, sessions, me', () => {
 
     const out = await logout(ending.accessToken);
     assert.equal(out.statusCode, 200, out.body);
-    const row = await sessionOf(ending);
-    assert.equal(row.revokedReason, 'logout');
-    assert.ok(row.revokedAt instanceof Date);
-    assert.equal((await sessionOf(other)).revokedAt, null, 'only the presented session ends');
-
-    await setStatus('active');
-    assert.equal((await refresh(ending.refreshToken)).statusCode, 401);
-    const old = await me(ending.accessToken);
-    assert.equal(old.statusCode, 401);
-    assert.equal(old.json().message, 'Session has ended');
-    assert.equal((await me(other.accessToken)).statusCode, 200);
-    assert.equal((await refresh(other.refreshToken)).statusCode, 200);
+    await assertLoggedOutForGood(ending, other, () => setStatus('active'));
   });
 });
 
