@@ -56,7 +56,8 @@ export function boundedStream(source: ReadableStream<Uint8Array>, bounds: BodyBo
         controller = c;
         if (bounds.deadlineMs !== undefined) {
           const tooSlow = bounds.tooSlow ?? (() => new Error(`The response body did not come within ${bounds.deadlineMs} ms`));
-          timer = setTimeout(() => breach(tooSlow()), bounds.deadlineMs);
+          // the body's own socket keeps the process up while it is read; the guard of a body nobody reads does not
+          timer = setTimeout(() => breach(tooSlow()), bounds.deadlineMs).unref();
         }
       },
       async pull(c) {
