@@ -10,6 +10,7 @@ import { buildApp } from '../src/app.js';
 import { runCli } from '../src/cli.js';
 import { lockDataDir } from '../src/db/lock.js';
 import { testConfig } from './support/app.js';
+import { cliEnv, runCliCaptured } from './support/cli.js';
 import { preparedDataDir } from './support/server-process.js';
 
 /**
@@ -42,12 +43,8 @@ function assertCleanFailure(r: { code: number | null; stdout: string; stderr: st
 /** The CLI against a real temporary data directory (a fresh PGlite on disk, migrated by the CLI). */
 describe('CLI', () => {
   let dataDir: string;
-  const env = () => ({ NODE_ENV: 'test', DATA_DIR: dataDir, LOG_LEVEL: 'silent', JWT_SECRET: 'cli-secret-cli-secret-cli-secret-0123456789', ENCRYPTION_KEY: 'cli-key-cli-key-cli-key-cli-key-0123456789' });
-  const run = async (...argv: string[]) => {
-    const lines: string[] = [];
-    const code = await runCli(argv, env(), (l) => lines.push(l));
-    return { code, output: lines.join('\n') };
-  };
+  const env = () => cliEnv(dataDir);
+  const run = (...argv: string[]) => runCliCaptured(env(), argv);
 
   before(() => {
     dataDir = mkdtempSync(join(tmpdir(), 'twin-cli-'));

@@ -5,13 +5,13 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { buildApp, type App } from '../src/app.js';
-import { runCli } from '../src/cli.js';
 import { loadConfig } from '../src/config.js';
 import { rowsOf } from '../src/db/client.js';
 import { ORPHAN_FILE_GRACE_MS, OrphanFileSweep, STORAGE_OWNER_KEY, sweepOrphanFiles } from '../src/modules/vault/orphan-files.js';
 import { LocalBlobStorage, uploadKey, type BlobStorage, type StoredBlob } from '../src/providers/storage/index.js';
 import { newId } from '../src/shared/ids.js';
 import { bearer, login, makeUser, makeWorld, startTestApp, testConfig, type TestApp } from './support/app.js';
+import { cliEnv, runCliCaptured } from './support/cli.js';
 import { waitFor } from './support/realtime.js';
 import { preparedDataDir } from './support/server-process.js';
 import { uploadOk, waitForIngestion } from './support/uploads.js';
@@ -333,12 +333,8 @@ describe('LocalBlobStorage.list', () => {
 
 describe('npm run cli -- sweep-files', () => {
   let dataDir: string;
-  const env = () => ({ NODE_ENV: 'test', DATA_DIR: dataDir, LOG_LEVEL: 'silent', JWT_SECRET: 'cli-secret-cli-secret-cli-secret-0123456789', ENCRYPTION_KEY: 'cli-key-cli-key-cli-key-cli-key-0123456789' });
-  const run = async (...argv: string[]) => {
-    const lines: string[] = [];
-    const code = await runCli(argv, env(), (l) => lines.push(l));
-    return { code, output: lines.join('\n') };
-  };
+  const env = () => cliEnv(dataDir);
+  const run = (...argv: string[]) => runCliCaptured(env(), argv);
   const root = () => join(dataDir, 'files');
   /** The server on the data directory (the embedded database is one process's at a time: closed before the CLI runs). */
   const withApp = async <T>(fn: (app: App) => Promise<T>): Promise<T> => {
