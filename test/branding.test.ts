@@ -1,4 +1,5 @@
 import { after, before, describe, test } from 'node:test';
+import { createHash } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { eq } from 'drizzle-orm';
 import { institutions } from '../src/db/schema.js';
@@ -119,6 +120,20 @@ describe('context lookup and branding', () => {
       assert.equal(r.json().error.code, 'VALIDATION_FAILED');
     }
     assert.equal((await t.app.inject({ method: 'POST', url: '/api/agent/branding' })).statusCode, 400);
+  });
+
+  test('a branding outside ASCII: Content-Length counts its UTF-8 bytes, the body decodes as sent, the ETag hashes those bytes', async () => {
+    const about = 'Zoë enseña física ✓ — 数学 🚀';
+    const twin = await makeInstitution(t.database, w.accountA.id, { ainame: 'Zoë', about });
+    const res = await branding(twin.publicId);
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.json().about, about);
+    assert.equal(res.json().ainame, 'Zoë');
+    assert.equal(Number(res.headers['content-length']), res.rawPayload.length);
+    assert.equal(res.rawPayload.toString('utf8'), res.body);
+    // the cache keeps the encoded bytes it sends; the ETag is the hash of those bytes
+    assert.equal(res.headers.etag, `"${createHash('sha256').update(res.rawPayload).digest('base64url').slice(0, 27)}"`);
+    assert.equal((await branding(twin.publicId, { 'if-none-match': String(res.headers.etag) })).statusCode, 304);
   });
 
   test('branding is served from the cache and invalidated when the institution is updated or deleted', async () => {
