@@ -3,6 +3,9 @@
 //   POST /branding  what a POST lookup costs in Fastify itself: a JSON body read and parsed, validated
 //                   by a one-field schema (a UUID), and a constant pre-serialized answer. It shows how
 //                   much of POST /api/agent/branding's gap to the ceiling is Fastify's body pipeline.
+//   POST /branding-headers  the same, answered with the headers the app's branding answer carries (helmet's,
+//                   cache-control, an ETag, a request id): what a POST lookup costs in Fastify with them, the
+//                   floor of the app's route before any of its own hooks or work.
 // With RAW_PORT, also a node:http server without any framework on that port, answering every POST like
 // the app's branding route does: the body read and parsed, its publicId checked, and the same answer with
 // the same headers (helmet's, cache-control, an ETag, a request id). It is the floor of a POST's cost in
@@ -18,6 +21,12 @@ app.post(
   '/branding',
   { schema: { body: { type: 'object', required: ['publicId'], additionalProperties: false, properties: { publicId: { type: 'string', format: 'uuid' } } } } },
   async (_request, reply) => reply.type('application/json; charset=utf-8').send(branding),
+);
+const brandingHeaders = { ...staticSecurityHeaders(0), 'cache-control': 'public, max-age=60', etag: '"Jg-z2FYNGbeSY8F9ci81-OnS5QF"' };
+app.post(
+  '/branding-headers',
+  { schema: { body: { type: 'object', required: ['publicId'], additionalProperties: false, properties: { publicId: { type: 'string', format: 'uuid' } } } } },
+  async (request, reply) => reply.headers(brandingHeaders).header('x-request-id', request.id).type('application/json; charset=utf-8').send(branding),
 );
 await app.listen({ port: Number(process.env.PORT), host: '127.0.0.1' });
 

@@ -94,6 +94,8 @@ const admin = { email: `bench-admin-${Date.now()}@example.com`, password: 'bench
 const stub = await startOpenAiStub();
 /** The floor of a POST in Node itself: bench/bare-server.ts's node:http server, the branding answer and headers. */
 const RAW_POST = 'bare node:http POST (no framework; the branding answer and headers)';
+/** bench/bare-server.ts's Fastify POST answered with the headers of the app's branding answer: the floor of the route in Fastify. */
+const BARE_POST_HEADERS = "bare Fastify POST /branding-headers (the same, with the branding answer's headers)";
 const appEnv: Record<string, string> = {
   DATA_DIR: dataDir,
   PORT: String(appPort),
@@ -157,6 +159,11 @@ try {
       options: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
     });
     scenarios.push({
+      name: BARE_POST_HEADERS,
+      url: `http://127.0.0.1:${barePort}/branding-headers`,
+      options: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
+    });
+    scenarios.push({
       name: RAW_POST,
       url: `http://127.0.0.1:${rawPort}/api/agent/branding`,
       options: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ publicId: world.publicId }) },
@@ -195,6 +202,11 @@ try {
     if (barePost && branding) {
       const ratio = median(branding.map((r) => r.reqPerSec)) / median(barePost.map((r) => r.reqPerSec));
       record({ scenario: 'POST /api/agent/branding', metric: 'ratio to the bare POST', value: ratio, unit: '', note: 'the same body pipeline in both: what is left is the app' });
+    }
+    const barePostHeaders = samples.get(BARE_POST_HEADERS);
+    if (barePostHeaders && branding) {
+      const ratio = median(branding.map((r) => r.reqPerSec)) / median(barePostHeaders.map((r) => r.reqPerSec));
+      record({ scenario: 'POST /api/agent/branding', metric: 'ratio to the bare POST with its headers', value: ratio, unit: '', note: 'the same pipeline and headers: what is left is the app\'s hooks and lookup' });
     }
     const rawPost = samples.get(RAW_POST);
     if (rawPost && branding) {
