@@ -165,6 +165,7 @@ describe('the sweep of stored files no upload references', () => {
     const nodeA = new LocalBlobStorage(root);
     const nodeB: BlobStorage = {
       put: (key, source) => nodeA.put(key, source),
+      putIfAbsent: (key, bytes) => nodeA.putIfAbsent(key, bytes),
       get: (key) => nodeA.get(key),
       getBuffer: (key) => nodeA.getBuffer(key),
       delete: (key) => nodeA.delete(key),
@@ -296,9 +297,56 @@ describe('a file storage is swept by the database it belongs to alone', () => {
       rmSync(dirname(root), { recursive: true, force: true });
     }
   });
+
+  test('two databases claiming one unmarked storage at the same moment: one claims it, the other sweeps nothing', async () => {
+    // Both first passes read the storage's mark before either writes one (the reads meet here), as two nodes of two
+    // databases starting together would: each sees an unmarked storage and claims it.
+    class MeetingStorage extends LocalBlobStorage {
+      private waiting: Array<() => void> = [];
+      override async getBuffer(key: string): Promise<Buffer> {
+        if (key === STORAGE_OWNER_KEY && this.waiting.length < 2) {
+          await new Promise<void>((resolve) => {
+            this.waiting.push(resolve);
+            if (this.waiting.length === 2) for (const go of this.waiting) go();
+          });
+        }
+        return super.getBuffer(key);
+      }
+    }
+    const storage = new MeetingStorage(join(mkdtempSync(join(tmpdir(), 'twin-claimed-files-')), 'files'));
+    const env = { FILE_SWEEP_INTERVAL_HOURS: '0', LOGIN_RATE_LIMIT_PER_EMAIL: '1000', LOGIN_RATE_LIMIT_PER_IP: '10000' };
+    const apps = [await startTestApp({ env, build: { providers: { storage } } }), await startTestApp({ env, build: { providers: { storage } } })];
+    try {
+      for (const t of apps) {
+        const w = await makeWorld(t.database);
+        const token = (await login(t.app, w.userA1.email)).accessToken;
+        await waitForIngestion(t.app, token, (await uploadOk(t.app, token, { name: 'mine.txt', content: 'A file of this database.', type: 'text/plain' }, { scope: 'personal' }))._id);
+      }
+      const passes = await Promise.all(apps.map((t) => sweepOrphanFiles(t.database.db, storage)));
+      const ids = await Promise.all(
+        apps.map(async (t) => (await rowsOf<{ id: string }>(t.database.db, sql`select value->>'id' as id from system_state where key = 'file_storage_owner'`))[0]?.id),
+      );
+      assert.ok(ids[0] && ids[1] && ids[0] !== ids[1], 'two databases, two ids');
+      const claimed = passes.flatMap((p, i) => (p.refused === undefined ? [i] : []));
+      assert.equal(claimed.length, 1, `exactly one database claims the storage: ${JSON.stringify(passes.map((p) => p.refused ?? 'claimed'))}`);
+      const winner = claimed[0]!;
+      const loser = 1 - winner;
+      const mark = JSON.parse(readFileSync(pathIn(storage.root, STORAGE_OWNER_KEY), 'utf8')) as { database: string };
+      assert.deepEqual(mark, { database: ids[winner] });
+      assert.match(passes[loser]!.refused ?? '', new RegExp(`^the file storage belongs to another database \\(its storage-owner names ${ids[winner]}; this database is ${ids[loser]}\\)`));
+      assert.deepEqual([passes[loser]!.listed, passes[loser]!.removed], [0, 0]);
+      assert.equal(passes[winner]!.listed, 2, "the winner lists both databases' files (young: it removes neither)");
+      // the next passes keep to it
+      assert.equal((await sweepOrphanFiles(apps[winner]!.database.db, storage)).refused, undefined);
+      assert.match((await sweepOrphanFiles(apps[loser]!.database.db, storage)).refused ?? '', /^the file storage belongs to another database/);
+    } finally {
+      for (const t of apps) await t.close();
+      rmSync(dirname(storage.root), { recursive: true, force: true });
+    }
+  });
 });
 
-describe('LocalBlobStorage.list', () => {
+describe('LocalBlobStorage.list and putIfAbsent', () => {
   let root: string;
   before(() => {
     root = mkdtempSync(join(tmpdir(), 'twin-blob-list-'));
@@ -328,6 +376,19 @@ describe('LocalBlobStorage.list', () => {
     const whole = pagesOfDefault[0]!;
     assert.equal(whole.length, 6);
     assert.equal(whole.find((b) => b.key === 'other/five')?.modifiedAt.toISOString(), when.toISOString());
+  });
+
+  test('putIfAbsent stores under a free key only: of 20 racing calls one stores, what it stored stays, no temporary file is left', async () => {
+    const storage = new LocalBlobStorage(join(root, 'exclusive'));
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => storage.putIfAbsent('marks/one', Buffer.from(`writer ${i}`))));
+    assert.equal(results.filter(Boolean).length, 1);
+    const winner = results.indexOf(true);
+    assert.equal((await storage.getBuffer('marks/one')).toString(), `writer ${winner}`);
+    assert.equal(await storage.putIfAbsent('marks/one', Buffer.from('later')), false);
+    assert.equal((await storage.getBuffer('marks/one')).toString(), `writer ${winner}`);
+    assert.deepEqual((await pagesOf(storage)).flat().map((b) => [b.key, b.partial]), [['marks/one', false]]);
+    assert.equal(await storage.putIfAbsent('marks/two', Buffer.from('free')), true);
+    assert.equal((await storage.getBuffer('marks/two')).toString(), 'free');
   });
 });
 

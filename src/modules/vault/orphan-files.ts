@@ -68,13 +68,32 @@ export const STORAGE_OWNER_KEY = 'storage-owner';
  * database does not reference, so a node pointed at another database (a new DATABASE_URL, the database of
  * another data directory) with the same files would remove every file older than the grace period. The storage is
  * therefore marked with the id of the database that swept it first (STORAGE_OWNER_KEY), and a database with
- * another id sweeps nothing. An unmarked storage is claimed by the first sweep, unless this database holds no
+ * another id sweeps nothing. An unmarked storage is claimed by the first sweep (an exclusive create: of two
+ * databases claiming it at the same moment one wins, and the other sweeps nothing), unless this database holds no
  * upload row at all while the storage holds files: an empty database facing stored files is the mistake this
  * guards against, not a database whose files are all gone (their rows stay as `deleted`). A dry run claims nothing.
  */
 async function storageOwnership(db: Db, storage: BlobStorage, dryRun: boolean): Promise<string | undefined> {
   const owner = await databaseStorageOwner(db, new Date());
-  let marked: string | undefined;
+  const marked = await storageMark(storage);
+  if (marked === owner) return undefined;
+  if (marked !== undefined) return ownedByAnother(marked, owner);
+  if (!(await anyUploadRecorded(db)) && (await holdsFiles(storage))) {
+    return 'this database has no upload at all while the file storage holds files (another database\'s?): nothing is removed';
+  }
+  if (dryRun) return undefined;
+  // exclusive: another database's node may be claiming the unmarked storage at this moment; the first claim stands
+  if (await storage.putIfAbsent(STORAGE_OWNER_KEY, Buffer.from(JSON.stringify({ database: owner })))) return undefined;
+  const winner = await storageMark(storage);
+  return winner === owner ? undefined : ownedByAnother(winner ?? '(removed while it was claimed)', owner);
+}
+
+const ownedByAnother = (marked: string, owner: string) =>
+  `the file storage belongs to another database (its ${STORAGE_OWNER_KEY} names ${marked}; this database is ${owner}): ` +
+  `nothing is removed. If this database really is the one the files belong to, remove the storage's ${STORAGE_OWNER_KEY}`;
+
+/** The database id the storage's mark names (a description of it when it is unreadable), or undefined when it has none. */
+async function storageMark(storage: BlobStorage): Promise<string | undefined> {
   try {
     const text = (await storage.getBuffer(STORAGE_OWNER_KEY)).toString('utf8');
     let parsed: unknown;
@@ -84,22 +103,11 @@ async function storageOwnership(db: Db, storage: BlobStorage, dryRun: boolean): 
       parsed = undefined;
     }
     const database = (parsed as { database?: unknown } | undefined)?.database;
-    marked = typeof database === 'string' ? database : `(unreadable: ${JSON.stringify(text.slice(0, 80))})`;
+    return typeof database === 'string' ? database : `(unreadable: ${JSON.stringify(text.slice(0, 80))})`;
   } catch (err) {
-    if (!(err instanceof BlobNotFoundError)) throw err;
+    if (err instanceof BlobNotFoundError) return undefined;
+    throw err;
   }
-  if (marked === owner) return undefined;
-  if (marked !== undefined) {
-    return (
-      `the file storage belongs to another database (its ${STORAGE_OWNER_KEY} names ${marked}; this database is ${owner}): ` +
-      `nothing is removed. If this database really is the one the files belong to, remove the storage's ${STORAGE_OWNER_KEY}`
-    );
-  }
-  if (!(await anyUploadRecorded(db)) && (await holdsFiles(storage))) {
-    return 'this database has no upload at all while the file storage holds files (another database\'s?): nothing is removed';
-  }
-  if (!dryRun) await storage.put(STORAGE_OWNER_KEY, Buffer.from(JSON.stringify({ database: owner })));
-  return undefined;
 }
 
 /** Whether the storage holds anything besides its owner mark (its first page is enough). */

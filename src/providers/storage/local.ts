@@ -1,5 +1,5 @@
 import { createReadStream, createWriteStream, type Dir } from 'node:fs';
-import { lstat, mkdir, opendir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { link, lstat, mkdir, opendir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -53,6 +53,26 @@ export class LocalBlobStorage implements BlobStorage {
       throw err;
     }
     return { size };
+  }
+
+  /**
+   * The bytes are written to a temporary file first, then hard-linked to the key: link(2) fails with EEXIST when
+   * the key exists, so of two racing calls one links (rename would replace the other's object).
+   */
+  async putIfAbsent(key: string, bytes: Buffer): Promise<boolean> {
+    const path = this.pathOf(key);
+    await mkdir(dirname(path), { recursive: true });
+    const tmp = partialPath(path);
+    try {
+      await writeFile(tmp, bytes, { flag: 'wx' });
+      await link(tmp, path);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw err;
+    } finally {
+      await rm(tmp, { force: true });
+    }
   }
 
   async get(key: string): Promise<Readable> {

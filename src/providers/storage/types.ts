@@ -22,6 +22,12 @@ export const BLOB_LIST_PAGE_MAX = 1000;
 export interface BlobStorage {
   /** Stores the stream under the key, atomically: a reader never sees a partial object. Returns the byte count. */
   put(key: string, source: Readable | Buffer): Promise<{ size: number }>;
+  /**
+   * Stores the bytes under the key unless an object is stored there already: true when they were stored, false
+   * when the key was taken (what is stored there stays). Atomic as put is, and exclusive: of calls racing for one
+   * free key, exactly one stores.
+   */
+  putIfAbsent(key: string, bytes: Buffer): Promise<boolean>;
   /** A stream of the stored bytes; rejects with BlobNotFoundError when the key is unknown. */
   get(key: string): Promise<Readable>;
   /** All bytes at once (ingestion needs the whole file for extraction). */
