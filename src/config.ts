@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import type { LocalEmbedderVersion } from './providers/embeddings/local.js';
 import { findOnnxModelFiles } from './providers/embeddings/onnx.js';
 import type { EmbeddingsConfig } from './providers/embeddings/types.js';
-import type { LlmConfig } from './providers/llm/types.js';
+import { DEFAULT_STREAM_MAX_MS, type LlmConfig } from './providers/llm/types.js';
 
 export type NodeEnv = 'development' | 'production' | 'test';
 
@@ -232,6 +232,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<AppConfig>
     apiKey: str('LLM_API_KEY'),
     model: str('LLM_MODEL'),
     timeoutMs: int('LLM_TIMEOUT_MS', 60_000, 100, 600_000),
+    streamMaxMs: int('LLM_STREAM_MAX_MS', DEFAULT_STREAM_MAX_MS, 1_000, 3_600_000),
     maxRetries: int('LLM_MAX_RETRIES', 2, 0, 10),
     maxTokensField: oneOf('LLM_MAX_TOKENS_FIELD', ['auto', 'max_tokens', 'max_completion_tokens'] as const, 'auto'),
   };

@@ -3,8 +3,9 @@ import assert from 'node:assert/strict';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 import { buildSanitizeRequest, createChatModel, SANITIZE_SYSTEM_PROMPT, sanitizePieces, stoppedBy } from '../src/providers/llm/index.js';
 import { cleanText, LocalChatModel, NOTHING_FOUND } from '../src/providers/llm/local.js';
+import { loadConfig } from '../src/config.js';
 import { OpenAiCompatibleChatModel } from '../src/providers/llm/openai-compatible.js';
-import { UpstreamError, type ChatModel, type ChatRequest, type ChatStreamEvent, type LlmConfig } from '../src/providers/llm/types.js';
+import { DEFAULT_STREAM_MAX_MS, UpstreamError, type ChatModel, type ChatRequest, type ChatStreamEvent, type LlmConfig } from '../src/providers/llm/types.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 
 async function collect(events: AsyncIterable<ChatStreamEvent>): Promise<ChatStreamEvent[]> {
@@ -433,6 +434,35 @@ describe('openai-compatible chat model against a local OpenAI stub', () => {
     stub.streamChunkDelayMs(1000);
     const model = new OpenAiCompatibleChatModel(config({ timeoutMs: 200, maxRetries: 0 }));
     await assert.rejects(collect(model.stream(ask('a b c d e f g'))), (err: unknown) => err instanceof UpstreamError && /stalled/u.test(err.message));
+  });
+
+  test('a stream whose chunks each come inside the stall timeout but that has not finished LLM_STREAM_MAX_MS after the request is an UpstreamError', async () => {
+    fresh();
+    // 20 chunks of three words, 150 ms apart: 3 s in all, each gap well inside the stall timeout
+    stub.setChatHandler(() => ({ content: Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ') }));
+    stub.streamChunkDelayMs(150);
+    const started = Date.now();
+    const deltas: string[] = [];
+    const run = async () => {
+      for await (const e of new OpenAiCompatibleChatModel(config({ timeoutMs: 1000, streamMaxMs: 1000, maxRetries: 0 })).stream(ask('long'))) {
+        if (e.type === 'delta') deltas.push(e.text);
+      }
+    };
+    await assert.rejects(run(), (err: unknown) => err instanceof UpstreamError && /did not finish within 1000 ms in all \(LLM_STREAM_MAX_MS\)/u.test(err.message));
+    const took = Date.now() - started;
+    assert.ok(took >= 1000 && took < 2000, `cut off at the deadline, not at the stream's end: ${took} ms`);
+    assert.ok(deltas.length > 0 && deltas.length < 20, `part of the answer came first: ${deltas.length} deltas`);
+    // the same stream with room for it finishes
+    const whole = await collect(new OpenAiCompatibleChatModel(config({ timeoutMs: 1000, streamMaxMs: 10_000, maxRetries: 0 })).stream(ask('long')));
+    assert.equal(whole.at(-1)?.type, 'done');
+  });
+
+  test('LLM_STREAM_MAX_MS: 1,000 to 3,600,000 ms, 10 minutes by default', () => {
+    const base = { NODE_ENV: 'test', DATA_DIR: '/tmp' };
+    assert.equal(loadConfig(base).llm.streamMaxMs, DEFAULT_STREAM_MAX_MS);
+    assert.equal(DEFAULT_STREAM_MAX_MS, 600_000);
+    assert.equal(loadConfig({ ...base, LLM_STREAM_MAX_MS: '90000' }).llm.streamMaxMs, 90_000);
+    for (const bad of ['999', '3600001', 'soon']) assert.throws(() => loadConfig({ ...base, LLM_STREAM_MAX_MS: bad }), /LLM_STREAM_MAX_MS must be an integer from 1000 to 3600000/);
   });
 
   test('a stream that ends cleanly before a finish_reason (no [DONE] either) is an UpstreamError, not a short answer', async () => {

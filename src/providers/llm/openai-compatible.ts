@@ -2,7 +2,7 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import { boundedFetch, byteSize, type BoundedFetch } from '../../shared/bounded-body.js';
 import { storableText } from '../../shared/storable-text.js';
 import { countInputTokens, countTextTokens, loadEncoding } from './tokens.js';
-import { UpstreamError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResult, type ChatStreamEvent, type LlmConfig, type TokenUsage, type ToolCall } from './types.js';
+import { DEFAULT_STREAM_MAX_MS, UpstreamError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResult, type ChatStreamEvent, type LlmConfig, type TokenUsage, type ToolCall } from './types.js';
 
 /** The least a model call's answer may be: room for any answer of the default budgets, many times over. */
 const MIN_ANSWER_BYTES = 16 * 1024 * 1024;
@@ -52,7 +52,9 @@ function wireMessage(m: ChatMessage): OpenAI.ChatCompletionMessageParam {
  *
  * Timeouts: `config.timeoutMs` bounds each attempt until the response headers arrive (the SDK's
  * timeout); then a completion's body, and the body of an error answer (which the SDK reads for its
- * message), must arrive within `timeoutMs`, and a stream fails when no chunk arrives for `timeoutMs`.
+ * message), must arrive within `timeoutMs`, and a stream fails when no chunk arrives for `timeoutMs`, or
+ * when it has not finished `config.streamMaxMs` after the request (chunks each just inside the stall timeout
+ * would otherwise hold the call for as long as the size bound lets them).
  *
  * Sizes: what the provider sends is read through a bound (see {@link completionByteLimit} and
  * {@link streamByteLimit}: 16 MiB unless the call's completion budget needs more), so that an endpoint
@@ -71,6 +73,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
   readonly defaultModel: string;
   private readonly client: OpenAI;
   private readonly timeoutMs: number;
+  private readonly streamMaxMs: number;
   private readonly maxTokensField: LlmConfig['maxTokensField'];
 
   constructor(config: LlmConfig) {
@@ -78,6 +81,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     if (!config.model) throw new Error('The openai-compatible chat model needs a model name (LLM_MODEL)');
     this.defaultModel = config.model;
     this.timeoutMs = config.timeoutMs;
+    this.streamMaxMs = config.streamMaxMs ?? DEFAULT_STREAM_MAX_MS;
     this.maxTokensField = config.maxTokensField ?? 'auto';
     this.client = new OpenAI({
       baseURL: config.baseUrl,
@@ -133,6 +137,15 @@ export class OpenAiCompatibleChatModel implements ChatModel {
     request.signal?.addEventListener('abort', follow, { once: true });
     let idle: NodeJS.Timeout | undefined;
     let stalled = false;
+    let overran = false;
+    const deadline = setTimeout(() => {
+      overran = true;
+      controller.abort();
+    }, this.streamMaxMs).unref();
+    const cutOff = () =>
+      overran
+        ? new UpstreamError(`The model provider's stream did not finish within ${this.streamMaxMs} ms in all (LLM_STREAM_MAX_MS)`)
+        : new UpstreamError(`The model provider's stream stalled for more than ${this.timeoutMs} ms`);
     const arm = () => {
       clearTimeout(idle);
       idle = setTimeout(() => {
@@ -182,7 +195,7 @@ export class OpenAiCompatibleChatModel implements ChatModel {
         }
       }
       // The SDK ends the iteration quietly when its signal aborts: find out why.
-      if (stalled) throw new UpstreamError(`The model provider's stream stalled for more than ${this.timeoutMs} ms`);
+      if (stalled || overran) throw cutOff();
       throwIfAborted(request.signal);
       if (!finished) throw new UpstreamError("The model provider's stream ended before the answer was finished (no finish_reason)");
       if (pending) {
@@ -192,10 +205,11 @@ export class OpenAiCompatibleChatModel implements ChatModel {
         yield { type: 'delta', text: last };
       }
     } catch (err) {
-      if (stalled && !(err instanceof UpstreamError)) throw new UpstreamError(`The model provider's stream stalled for more than ${this.timeoutMs} ms`);
+      if ((stalled || overran) && !(err instanceof UpstreamError)) throw cutOff();
       throw this.mapError(err, request.signal, bounds);
     } finally {
       clearTimeout(idle);
+      clearTimeout(deadline);
       controller.abort(); // releases the connection when the consumer stops early
       request.signal?.removeEventListener('abort', follow);
     }

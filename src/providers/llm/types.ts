@@ -1,3 +1,6 @@
+/** The longest a streamed answer may take in all by default (LLM_STREAM_MAX_MS): 10 minutes, far beyond any answer of the default budgets. */
+export const DEFAULT_STREAM_MAX_MS = 600_000;
+
 /** Settings of the chat model provider, read from LLM_* environment variables by src/config.ts. */
 export interface LlmConfig {
   provider: 'local' | 'openai-compatible';
@@ -6,6 +9,8 @@ export interface LlmConfig {
   /** Default model name; institutions may override the summary model. */
   model?: string;
   timeoutMs: number;
+  /** The longest a streamed answer may take in all, from the request to its last chunk (LLM_STREAM_MAX_MS; default 600,000). */
+  streamMaxMs?: number;
   maxRetries: number;
   /**
    * Name of the completion budget field: OpenAI's reasoning and newest models (o1, o3, o4, gpt-5, ...)
