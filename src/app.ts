@@ -369,7 +369,16 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
     });
   }
   await app.register(cookie);
+  // With REDIS_URL the counters are Redis's, shared by every node (made by this process while Redis is out of reach)
+  const sharedCounters = config.redisUrl
+    ? new (await import('./platform/rate-limit-redis.js')).SharedRateLimitCounters({
+        url: config.redisUrl,
+        onError: (err) => app.log.warn({ err }, 'rate-limit counters (Redis) error; the limits count in this process until Redis answers again'),
+      })
+    : undefined;
+  if (sharedCounters) app.addHook('onClose', () => sharedCounters.close());
   await app.register(rateLimit, {
+    ...(sharedCounters ? { store: sharedCounters.storeClass() as never } : {}),
     global: false,
     hook: 'preHandler',
     errorResponseBuilder: (_request, context) => new AppError(429, 'RATE_LIMITED', `Too many requests, retry in ${context.after}`, [], { 'retry-after': String(Math.max(1, Math.ceil(context.ttl / 1000))) }),

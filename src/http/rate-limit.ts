@@ -11,7 +11,8 @@ export interface LimitSpec {
 /**
  * A preHandler that applies several limits to one route (e.g. per IP and per e-mail). The plugin's own
  * `rateLimit()` handler runs only once per request, so each limit uses `createRateLimit` and the
- * first one exceeded answers 429 with Retry-After. Counters live in the plugin's store (Redis when set).
+ * first one exceeded answers 429 with Retry-After. Counters live in the plugin's store: this process's, or with
+ * REDIS_URL Redis's, shared by the nodes (platform/rate-limit-redis.ts).
  */
 export function limits(app: App, ...specs: LimitSpec[]): preHandlerAsyncHookHandler {
   const limiters = specs.map((s) => app.createRateLimit({ max: s.max, timeWindow: s.timeWindowMs, keyGenerator: s.key }));
