@@ -376,7 +376,10 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
         onError: (err) => app.log.warn({ err }, 'rate-limit counters (Redis) error; the limits count in this process until Redis answers again'),
       })
     : undefined;
-  if (sharedCounters) app.addHook('onClose', () => sharedCounters.close());
+  if (sharedCounters) {
+    app.addHook('onReady', async () => sharedCounters.start());
+    app.addHook('onClose', () => sharedCounters.close());
+  }
   await app.register(rateLimit, {
     ...(sharedCounters ? { store: sharedCounters.storeClass() as never } : {}),
     global: false,

@@ -79,7 +79,9 @@ export class SharedRateLimitCounters {
   constructor(private readonly options: SharedRateLimitOptions) {
     const heartbeatMs = options.heartbeatMs ?? REDIS_HEARTBEAT_MS;
     this.prefix = options.prefix ?? 'twin:rate-limit:';
+    // connected by start(), once the app is built: an app whose start fails has opened no connection to leave behind
     this.redis = new Redis(options.url, {
+      lazyConnect: true,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       commandTimeout: options.commandTimeoutMs ?? 1000,
@@ -88,6 +90,11 @@ export class SharedRateLimitCounters {
     this.redis.defineCommand('twinRateCount', { numberOfKeys: 1, lua: COUNT_SCRIPT });
     this.redis.on('error', options.onError);
     this.stopHeartbeat = startRedisHeartbeat([this.redis], heartbeatMs, options.onError);
+  }
+
+  /** Connects (without waiting: REDIS_URL was found reachable at start, and counts are made here until Redis answers). */
+  start(): void {
+    this.redis.connect().catch((err: unknown) => this.options.onError(err));
   }
 
   count(key: string, windowMs: number, done: Callback): void {
