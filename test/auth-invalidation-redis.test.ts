@@ -4,10 +4,9 @@ import { RedisInvalidationChannel } from '../src/platform/invalidation-redis.js'
 import type { AuthInvalidation } from '../src/modules/identity/auth-cache.js';
 import { bearer, login, makeAccount, makeInstitution, makeUser, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
 import { CuttableProxy } from './support/cuttable-proxy.js';
-import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
+import { skipWithoutRedis, startRedis, type RedisServer } from './support/redis.js';
 
-// Without redis-server the suite is skipped with this reason, except in CI (.ci/run installs it).
-const skip = !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
+const skip = skipWithoutRedis();
 
 /** Polls until `check` holds: delivery between nodes goes over the network, not synchronously. */
 async function eventually(check: () => Promise<boolean>, what: string): Promise<void> {

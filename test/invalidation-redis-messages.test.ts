@@ -4,14 +4,13 @@ import { Redis } from 'ioredis';
 import { ALL_RECORDS, CACHE_RESET, ChannelInvalidationBus, type CacheInvalidation } from '../src/platform/invalidation.js';
 import { RedisInvalidationChannel } from '../src/platform/invalidation-redis.js';
 import { waitFor } from './support/realtime.js';
-import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
+import { skipWithoutRedis, startRedis, type RedisServer } from './support/redis.js';
 
 /**
  * invalidation-channel.ts: "a subscriber must treat an event it does not know as 'drop everything' rather than ignore it";
  * invalidation.ts: "an event this version does not know (another node, newer or older) is treated as 'drop everything'".
  */
-// Without redis-server the suite is skipped with this reason, except in CI (.ci/run installs it): there its absence fails.
-const skip = !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
+const skip = skipWithoutRedis();
 
 describe('invalidation over Redis: messages this version cannot read', { skip }, () => {
   let redis: RedisServer;

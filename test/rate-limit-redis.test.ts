@@ -3,10 +3,9 @@ import assert from 'node:assert/strict';
 import { LocalRateCounters } from '../src/platform/rate-limit-redis.js';
 import { bearer, login, makeWorld, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
 import { CuttableProxy } from './support/cuttable-proxy.js';
-import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
+import { skipWithoutRedis, startRedis, type RedisServer } from './support/redis.js';
 
-// Without redis-server the suite is skipped with this reason, except in CI (.ci/run installs it).
-const skip = !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
+const skip = skipWithoutRedis();
 
 /**
  * With REDIS_URL the rate limits count in Redis: a user's searches a minute are counted on all the nodes together.

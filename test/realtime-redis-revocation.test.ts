@@ -6,9 +6,9 @@ import type { Database } from '../src/db/client.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { bearer, login, makeUser, makeWorld, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
 import { ClientSockets, endOf, listenLocally, stubModelEnv } from './support/realtime.js';
-import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
+import { skipWithoutRedis, startRedis, type RedisServer } from './support/redis.js';
 
-const skip = !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
+const skip = skipWithoutRedis();
 
 /** Two nodes (REDIS_URL): revocations on node A close sockets held by node B; B's sockets of other tenants are never streamed to. */
 describe('realtime across nodes: revocations and foreign sockets', { skip }, () => {

@@ -10,10 +10,9 @@ import { buildApp, type App } from '../src/app.js';
 import { startOpenAiStub, type OpenAiStub } from './support/openai-stub.js';
 import { login, makeWorld, openTestDatabase, testConfig } from './support/app.js';
 import type { Database } from '../src/db/client.js';
-import { redisServerInstalled, startRedis, type RedisServer } from './support/redis.js';
+import { skipWithoutRedis, startRedis, type RedisServer } from './support/redis.js';
 
-// Without redis-server the suite is skipped with this reason, except in CI (.ci/run installs it): there its absence fails.
-const skip = !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
+const skip = skipWithoutRedis();
 
 /**
  * Two nodes of the service joined by the Socket.IO Redis adapter (REDIS_URL): a client connected to

@@ -7,6 +7,14 @@ export function redisServerInstalled(): boolean {
   return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
+/**
+ * The `skip` option of a suite that needs a real redis-server: its reason when none is installed, except in CI
+ * (.ci/run installs it), where its absence fails the suite instead; false when it can run.
+ */
+export function skipWithoutRedis(): string | false {
+  return !redisServerInstalled() && process.env.CI !== 'true' ? 'redis-server is not installed (apt-get install -y redis-server)' : false;
+}
+
 export interface RedisServer {
   url: string;
   port: number;
