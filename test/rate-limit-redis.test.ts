@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LocalRateCounters } from '../src/platform/rate-limit-redis.js';
+import { freePort } from '../bench/support.js';
+import { LocalRateCounters, SharedRateLimitCounters } from '../src/platform/rate-limit-redis.js';
 import { bearer, login, makeWorld, openTestDatabase, startTestApp, type TestApp } from './support/app.js';
 import { CuttableProxy } from './support/cuttable-proxy.js';
 import { skipWithoutRedis, startRedis, type RedisServer } from './support/redis.js';
@@ -83,4 +84,22 @@ test('LocalRateCounters: a fixed window from the first request of a key; a full 
   counters.count('y', 60_000); // a third key: the oldest, k, goes
   assert.equal(counters.count('k', 60_000).current, 1);
   assert.equal(counters.count('y', 60_000).current, 2);
+});
+
+test('a Redis that cannot be reached is reported at most once every 10 s, whatever its reconnection attempts and failed counts', async () => {
+  const errors: unknown[] = [];
+  // nothing listens on this port: every connection attempt fails at once, and ioredis tries again within milliseconds
+  const counters = new SharedRateLimitCounters({ url: `redis://127.0.0.1:${await freePort()}`, onError: (err) => errors.push(err) });
+  counters.start();
+  try {
+    const counts = [];
+    for (let i = 0; i < 5; i++) {
+      await new Promise((r) => setTimeout(r, 300));
+      counts.push(await new Promise<number>((resolve) => counters.count('reported', 60_000, (_err, res) => resolve(res!.current))));
+    }
+    assert.deepEqual(counts, [1, 2, 3, 4, 5], 'counted by the node meanwhile');
+    assert.equal(errors.length, 1, `reported ${errors.length} times in 1.5 s`);
+  } finally {
+    await counters.close();
+  }
 });

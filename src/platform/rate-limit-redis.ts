@@ -24,6 +24,9 @@ end
 return {current, ttl}
 `;
 
+/** How often a failing Redis is reported at most. */
+const REPORT_EVERY_MS = 10_000;
+
 /** The most keys the fallback counters keep (the oldest window goes first when full). */
 const FALLBACK_MAX_KEYS = 50_000;
 
@@ -54,7 +57,7 @@ export interface SharedRateLimitOptions {
   url: string;
   /** Prefix of every counter's key in Redis. */
   prefix?: string;
-  /** A Redis error (connection, or a count that failed and was made locally instead). */
+  /** A Redis error (connection, heartbeat, or a count that failed and was made locally instead), at most once every 10 s. */
   onError: (err: unknown) => void;
   /** How long a count may wait for Redis before it is made locally (ms). */
   commandTimeoutMs?: number;
@@ -88,13 +91,14 @@ export class SharedRateLimitCounters {
       keepAlive: heartbeatMs,
     });
     this.redis.defineCommand('twinRateCount', { numberOfKeys: 1, lua: COUNT_SCRIPT });
-    this.redis.on('error', options.onError);
-    this.stopHeartbeat = startRedisHeartbeat([this.redis], heartbeatMs, options.onError);
+    // a connection that is down errors at every reconnection attempt: reported as a failed count is
+    this.redis.on('error', (err: unknown) => this.report(err));
+    this.stopHeartbeat = startRedisHeartbeat([this.redis], heartbeatMs, (err) => this.report(err));
   }
 
   /** Connects (without waiting: REDIS_URL was found reachable at start, and counts are made here until Redis answers). */
   start(): void {
-    this.redis.connect().catch((err: unknown) => this.options.onError(err));
+    this.redis.connect().catch((err: unknown) => this.report(err));
   }
 
   count(key: string, windowMs: number, done: Callback): void {
@@ -102,15 +106,18 @@ export class SharedRateLimitCounters {
     command.call(this.redis, this.prefix + key, windowMs).then(
       ([current, ttl]) => done(null, { current, ttl }),
       (err: unknown) => {
-        // one line every 10 s while Redis fails, not one a request
-        const now = Date.now();
-        if (now - this.lastReported >= 10_000) {
-          this.lastReported = now;
-          this.options.onError(err);
-        }
+        this.report(err);
         done(null, this.local.count(key, windowMs));
       },
     );
+  }
+
+  /** Tells onError, at most once every 10 s: while Redis fails, a line now and then, not one a request or reconnection attempt. */
+  private report(err: unknown): void {
+    const now = Date.now();
+    if (now - this.lastReported < REPORT_EVERY_MS) return;
+    this.lastReported = now;
+    this.options.onError(err);
   }
 
   /** A store class for @fastify/rate-limit's `store` option, counting here. */
