@@ -65,11 +65,14 @@ export class LocalBlobStorage implements BlobStorage {
     const tmp = partialPath(path);
     try {
       await writeFile(tmp, bytes, { flag: 'wx' });
-      await link(tmp, path);
-      return true;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
-      throw err;
+      // only the link's EEXIST says the key is taken (the temporary file's name is new)
+      return await link(tmp, path).then(
+        () => true,
+        (err: NodeJS.ErrnoException) => {
+          if (err.code === 'EEXIST') return false;
+          throw err;
+        },
+      );
     } finally {
       await rm(tmp, { force: true });
     }
