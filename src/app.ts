@@ -381,7 +381,7 @@ async function httpApp(config: AppConfig, onRoute: BuildAppOptions['onRoute'], s
     app.addHook('onClose', () => sharedCounters.close());
   }
   await app.register(rateLimit, {
-    ...(sharedCounters ? { store: sharedCounters.storeClass() as never } : {}),
+    ...(sharedCounters ? { store: sharedCounters.storeClass() } : {}),
     global: false,
     hook: 'preHandler',
     errorResponseBuilder: (_request, context) => new AppError(429, 'RATE_LIMITED', `Too many requests, retry in ${context.after}`, [], { 'retry-after': String(Math.max(1, Math.ceil(context.ttl / 1000))) }),
